@@ -1,0 +1,127 @@
+"""Command-line interface: ``attnlab train | theory | transition | phase-diagram | counting``.
+
+Every sub-command prints a readable summary, or one JSON object with ``--json``.
+Invalid input prints one line ``attnlab: error: ...`` and exits with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from .params import DEFAULT_A, ModelParams
+from .training import INITS, METHODS
+
+__all__ = ["main", "build_parser"]
+
+
+def _parse_A(text: str):
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--A must be four comma-separated numbers a11,a12,a21,a22, got {text!r}")
+    if len(vals) != 4:
+        raise argparse.ArgumentTypeError(f"--A must be four comma-separated numbers a11,a12,a21,a22, got {text!r}")
+    return ((vals[0], vals[1]), (vals[2], vals[3]))
+
+
+def add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True) -> None:
+    """Add ``--omega --sigma --lam --A`` to a sub-command parser."""
+    p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else 0.3,
+                   help="positional weight of the teacher, in [0, 1]")
+    p.add_argument("--sigma", type=float, default=0.5, help="token content std (default 0.5)")
+    p.add_argument("--lam", type=float, default=0.01, help="ridge strength lambda >= 0 (default 0.01)")
+    p.add_argument("--A", type=_parse_A, default=DEFAULT_A,
+                   help="teacher positional matrix a11,a12,a21,a22 (default 0.6,0.4,0.4,0.6)")
+
+
+def params_from_args(args, rank: int = 1) -> ModelParams:
+    """Build :class:`ModelParams` from parsed ``--omega --sigma --lam --A``."""
+    return ModelParams(sigma=args.sigma, lam=args.lam, omega=args.omega, A=args.A, r=rank)
+
+
+def _cmd_train(args) -> dict:
+    from .simulation import run_simulation
+
+    params = params_from_args(args, rank=args.rank)
+    res = run_simulation(params, args.alpha, args.d, init=args.init, seed=args.seed, method=args.method,
+                         steps=args.steps, lr=args.lr, n_test=args.n_test, dtype=args.dtype,
+                         device=args.device, progress=not (args.json or args.no_progress))
+    return res.to_dict()
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train the attention student at finite d (ERM)")
+    add_model_arguments(p)
+    p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
+    p.add_argument("--d", type=int, required=True, help="embedding dimension >= 2")
+    p.add_argument("--init", choices=INITS, default="random")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rank", type=int, default=1)
+    p.add_argument("--method", choices=METHODS, default="gd")
+    p.add_argument("--steps", type=int, default=None, help="step budget (method default)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (method default)")
+    p.add_argument("--n-test", type=int, default=20_000, help="fresh test samples (default 20000)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_train)
+
+
+#: Modules that register further sub-commands with an ``add_cli(subparsers)`` function.
+_PLUGINS = ("attnlab.theory.cli", "attnlab.counting")
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """Argument parser whose usage errors are one line (exit code 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``attnlab`` command."""
+    parser = _OneLineErrorParser(prog="attnlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_train(sub)
+    for name in _PLUGINS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.add_cli(sub)
+    return parser
+
+
+def _print_summary(result: dict) -> None:
+    for key, value in result.items():
+        if isinstance(value, float):
+            value = f"{value:.6g}"
+        print(f"{key:>18}: {value}")
+
+
+def main(argv=None) -> int:
+    """Run the CLI; returns the process exit code (0 success, 2 invalid input, 1 failure)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except ValueError as exc:
+        print(f"attnlab: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"attnlab: failed: {exc}", file=sys.stderr)
+        return 1
+    if getattr(args, "json", False):
+        print(json.dumps(result))
+    else:
+        _print_summary(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

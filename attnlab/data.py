@@ -1,0 +1,197 @@
+"""Seeded sampling of the positional/semantic teacher-student data.
+
+Source: Cui et al. 2024 (arXiv:2402.03902), Sec. 2: tokens ``x_l = p_l + z_l``
+with ``z_l ~ N(0, sigma^2 I_d)``, positional encodings ``p_1 = -p_2 = 1_d / sqrt(d)``
+(unit norm) for ``L = 2``, and targets ``y = T(h*) z``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention import teacher_output
+from .params import ModelParams, check_choice, check_int, check_positive
+
+__all__ = ["positional_encodings", "sample_teacher", "Dataset", "sample_dataset",
+           "make_problem", "n_samples"]
+
+_DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def positional_encodings(L: int, d: int, dtype="float64") -> np.ndarray:
+    """Fixed unit-norm positional encodings ``p_l``.
+
+    For ``L = 2`` these are the paper's ``p_1 = +1_d / sqrt(d)``,
+    ``p_2 = -1_d / sqrt(d)``. For ``L > 2`` (outside the paper) they are the
+    first ``L`` Walsh sign patterns ``p_l[k] = (-1)^{popcount(l & k)} / sqrt(d)``,
+    which are orthonormal when ``d`` is a multiple of the next power of two >= L.
+
+    Parameters
+    ----------
+    L : int
+        Number of positions, ``>= 2``.
+    d : int
+        Embedding dimension, ``>= 2``.
+    dtype : {"float64", "float32"}
+
+    Returns
+    -------
+    P : ndarray, shape (L, d)
+        Row ``l`` is ``p_l``; every row has unit Euclidean norm.
+    """
+    L = check_int("L", L, 2)
+    d = check_int("d", d, 2)
+    dt = _DTYPES[check_choice("dtype", str(np.dtype(dtype)), list(_DTYPES))]
+    if L == 2:
+        P = np.ones((2, d)) / np.sqrt(d)
+        P[1] *= -1.0
+    else:
+        k = np.arange(d)
+        P = np.array([[(-1.0) ** bin(l & kk).count("1") for kk in k] for l in range(L)]) / np.sqrt(d)
+    return P.astype(dt)
+
+
+def sample_teacher(d: int, seed: int) -> np.ndarray:
+    """Teacher weights ``Q* ~ N(0, I_d)``, shape ``(d,)``, float64, from ``seed``."""
+    d = check_int("d", d, 2)
+    return np.random.default_rng([int(seed), 0x7EAC]).standard_normal(d)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A sampled dataset of the attention teacher-student model.
+
+    Attributes
+    ----------
+    x : ndarray, shape (n, L, d)
+        Input tokens ``x_l = p_l + z_l``.
+    y : ndarray, shape (n, L, d)
+        Targets ``y = T(h*) z``.
+    Qstar : ndarray, shape (d,)
+        Teacher weights (shared by the training and the test set).
+    P : ndarray, shape (L, d)
+        Positional encodings.
+    params : ModelParams
+        The parameters used.
+    seed : int
+        Seed of the token draw.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    Qstar: np.ndarray
+    P: np.ndarray
+    params: ModelParams
+    seed: int
+
+    @property
+    def z(self) -> np.ndarray:
+        """Token contents ``z = x - p``, shape (n, L, d), ``N(0, sigma^2)`` entries."""
+        return self.x - self.P[None]
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return self.x.shape[0]
+
+    @property
+    def d(self) -> int:
+        """Embedding dimension."""
+        return self.x.shape[2]
+
+    @property
+    def alpha(self) -> float:
+        """Sample complexity ``n / d``."""
+        return self.n / self.d
+
+
+def sample_dataset(params: ModelParams, n: int, d: int, *, Qstar=None, seed: int = 0,
+                   stream: int = 0, dtype="float64") -> Dataset:
+    """Draw ``n`` sequences of the model with a seeded generator.
+
+    Parameters
+    ----------
+    params : ModelParams
+        ``sigma``, ``omega``, ``A``, ``L``.
+    n : int
+        Number of samples, ``>= 1``.
+    d : int
+        Embedding dimension, ``>= 2``.
+    Qstar : ndarray, shape (d,), optional
+        Teacher weights; drawn with :func:`sample_teacher` from ``seed`` if omitted.
+    seed : int
+        Seed of the token contents (and of ``Q*`` when it is drawn here).
+    stream : int
+        Independent sub-stream of ``seed`` (0: training set; test chunks use 1, 2, ...).
+    dtype : {"float64", "float32"}
+        Floating type of ``x``, ``z``, ``y`` (sampling itself is in float64).
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    ValueError
+        If ``n < 1``, ``d < 2``, ``Qstar`` has the wrong shape or ``dtype`` is unknown.
+    """
+    n = check_int("n", n, 1)
+    d = check_int("d", d, 2)
+    dt = _DTYPES[check_choice("dtype", str(np.dtype(dtype)), list(_DTYPES))]
+    if Qstar is None:
+        Qstar = sample_teacher(d, seed)
+    Qstar = np.asarray(Qstar, dtype=np.float64)
+    if Qstar.shape != (d,):
+        raise ValueError(f"Qstar must have shape ({d},), got {Qstar.shape}")
+    rng = np.random.default_rng([int(seed), 0xDA7A, int(stream)])
+    z = params.sigma * rng.standard_normal((n, params.L, d))
+    P = positional_encodings(params.L, d)
+    x = z + P[None]
+    y = teacher_output(z, Qstar, params.omega, params.A_array)
+    return Dataset(x=x.astype(dt), y=y.astype(dt), Qstar=Qstar.astype(dt),
+                   P=P.astype(dt), params=params, seed=int(seed))
+
+
+def n_samples(alpha: float, d: int) -> int:
+    """Number of samples ``n = round(alpha * d)`` (at least 1) for sample complexity ``alpha``.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha <= 0`` or ``d < 2``.
+    """
+    alpha = check_positive("alpha", alpha)
+    d = check_int("d", d, 2)
+    return max(1, int(round(alpha * d)))
+
+
+def make_problem(params: ModelParams, alpha: float, d: int, *, seed: int = 0,
+                 dtype="float64") -> Dataset:
+    """Training set of ``n = round(alpha d)`` samples with a teacher drawn from ``seed``.
+
+    Fresh test samples for the same teacher come from
+    :func:`attnlab.metrics.generalization_error`, which draws them in chunks.
+
+    Parameters
+    ----------
+    params : ModelParams
+    alpha : float
+        Sample complexity ``n / d``, in ``(0, inf)``.
+    d : int
+        Embedding dimension, ``>= 2``.
+    seed : int
+        Seeds the teacher and the training draw.
+    dtype : {"float64", "float32"}
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    ValueError
+        If ``alpha <= 0`` or ``d < 2``.
+    """
+    n = n_samples(alpha, d)
+    return sample_dataset(params, n, d, Qstar=sample_teacher(d, seed), seed=seed, dtype=dtype)
