@@ -1,0 +1,175 @@
+"""Curves over alpha, the thresholds alpha_c and alpha_l, and the phase diagram.
+
+Source: Cui et al. 2024 (arXiv:2402.03902), Sec. 4, Fig. 2 and Fig. 3:
+``alpha_c`` is where the training losses of the semantic and the positional
+branches cross (below it the global minimum of the risk is positional, above
+it semantic); ``alpha_l >= alpha_c`` is where the generalization error of the
+global minimum falls below that of the best linear positional model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+from numpy.polynomial.hermite_e import hermegauss
+
+from ..params import ModelParams, check_positive
+from .channel import teacher_diagonal
+from .solver import SEResult, solve_state_evolution
+from .state_evolution import Quadrature
+
+__all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram"]
+
+
+def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
+    """Theoretical test error of the best linear positional model.
+
+    ``eps_g^lin = (sigma^2 / 2) E ||T(h*) - E T||_F^2 = sigma^2 [Var T11 + Var T22]``
+    with ``h*_l ~ N(0, sigma^2)`` i.i.d. (``L = 2``), by a tensor Gauss-Hermite
+    rule of ``order`` points per dimension (smooth integrand; order 60 is
+    converged to machine precision for ``sigma <= 1``).
+
+    Source: Cui et al. 2024, Sec. 4 (linear baseline).
+    """
+    x, w = hermegauss(order)
+    w = w / w.sum()
+    h1, h2 = np.meshgrid(params.sigma * x, params.sigma * x, indexing="ij")
+    W = np.outer(w, w)
+    T11, T22 = teacher_diagonal(h1, h2, params.omega, params.A_array)
+    var = lambda T: float((W * T ** 2).sum() - (W * T).sum() ** 2)
+    return params.sigma ** 2 * (var(T11) + var(T22))
+
+
+def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
+             tol: float = 1e-8, progress: bool = False) -> list[SEResult]:
+    """Fixed points along ``alphas`` on one branch, each warm-started from the previous one.
+
+    Parameters
+    ----------
+    alphas : array_like, shape (k,)
+        Positive sample complexities, solved in the given order (sort them for
+        a smooth continuation).
+    branch : {"semantic", "positional"}
+
+    Returns
+    -------
+    list of SEResult, length k
+    """
+    from tqdm.auto import tqdm
+
+    alphas = [check_positive("alpha", a) for a in np.atleast_1d(alphas)]
+    if not alphas:
+        raise ValueError("alphas must contain at least one value")
+    out, init = [], None
+    for a in tqdm(alphas, desc=f"SE {branch}", disable=not progress, leave=False):
+        res = solve_state_evolution(params, a, branch, init=init, quad=quad, tol=tol)
+        out.append(res)
+        init = res.overlaps if res.converged else None
+    return out
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Thresholds for one parameter set.
+
+    Attributes
+    ----------
+    alpha_c : float
+        Crossing of the branches' training losses (``nan`` if none in range).
+    alpha_l : float
+        Where the global minimum's ``eps_g`` drops below ``eps_g_linear`` (``nan`` if not in range).
+    eps_g_linear : float
+    xtol : float
+        Absolute tolerance of both roots in ``alpha``.
+    params : ModelParams
+    """
+
+    alpha_c: float
+    alpha_l: float
+    eps_g_linear: float
+    xtol: float
+    params: ModelParams
+
+    def to_dict(self) -> dict:
+        return dict(omega=self.params.omega, sigma=self.params.sigma, lam=self.params.lam,
+                    alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol)
+
+
+class _BranchCache:
+    """Solves on a branch, warm-started from the nearest alpha already solved."""
+
+    def __init__(self, params, branch, quad, tol):
+        self.params, self.branch, self.quad, self.tol = params, branch, quad, tol
+        self.solved: dict[float, SEResult] = {}
+
+    def __call__(self, alpha: float) -> SEResult:
+        if alpha not in self.solved:
+            near = min(self.solved, key=lambda a: abs(a - alpha), default=None)
+            init = self.solved[near].overlaps if near is not None and self.solved[near].converged else None
+            self.solved[alpha] = solve_state_evolution(self.params, alpha, self.branch, init=init,
+                                                       quad=self.quad, tol=self.tol)
+        return self.solved[alpha]
+
+
+def _bracketed_root(fun, grid, xtol):
+    vals = [fun(a) for a in grid]
+    for (a0, f0), (a1, f1) in zip(zip(grid, vals), zip(grid[1:], vals[1:])):
+        if f0 == 0:
+            return a0
+        if f0 * f1 < 0:
+            return scipy.optimize.brentq(fun, a0, a1, xtol=xtol)
+    return float("nan")
+
+
+def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
+                    quad: Quadrature | None = None, tol: float = 1e-8) -> Transition:
+    """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
+
+    Parameters
+    ----------
+    params : ModelParams
+    alpha_max : float
+        Upper end of the search interval ``(0, alpha_max]``.
+    grid_points : int
+        Points of the bracketing grid (geometric from ``alpha_max / 20``).
+    xtol : float
+        Absolute tolerance of the roots in ``alpha``.
+
+    Returns
+    -------
+    Transition
+        Roots not found in the interval are ``nan``.
+    """
+    alpha_max = check_positive("alpha_max", alpha_max)
+    xtol = check_positive("xtol", xtol)
+    sem = _BranchCache(params, "semantic", quad, tol)
+    pos = _BranchCache(params, "positional", quad, tol)
+    grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
+    alpha_c = _bracketed_root(lambda a: sem(a).eps_t - pos(a).eps_t, grid, xtol)
+    eps_lin = linear_baseline_error(params)
+    if np.isnan(alpha_c):
+        alpha_l = float("nan")
+    elif sem(alpha_c).eps_g < eps_lin:
+        alpha_l = alpha_c
+    else:
+        above = [alpha_c] + [a for a in grid if a > alpha_c]
+        alpha_l = _bracketed_root(lambda a: sem(a).eps_g - eps_lin, above, xtol)
+    return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params)
+
+
+def phase_diagram(params: ModelParams, omegas, *, progress: bool = False, **kwargs) -> list[Transition]:
+    """``find_transition`` for each ``omega`` (other parameters from ``params``).
+
+    Returns
+    -------
+    list of Transition, one per omega
+    """
+    from tqdm.auto import tqdm
+
+    omegas = list(np.atleast_1d(omegas))
+    if not omegas:
+        raise ValueError("omegas must contain at least one value in [0, 1]")
+    return [find_transition(params.replace(omega=float(w)), **kwargs)
+            for w in tqdm(omegas, desc="phase diagram", disable=not progress, leave=False)]
+
