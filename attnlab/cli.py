@@ -71,7 +71,7 @@ def _add_train(sub) -> None:
 
 
 #: Modules that register further sub-commands with an ``add_cli(subparsers)`` function.
-_PLUGINS = ("attnlab.theory.cli", "attnlab.counting")
+_PLUGINS = ("attnlab.theory.cli", "attnlab.counting", "attnlab.reproduce")
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
