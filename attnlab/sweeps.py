@@ -1,0 +1,624 @@
+"""Parameter sweeps on any ``concurrent.futures.Executor``, kept as tidy, resumable CSVs.
+
+A *sweep* is a list of run specifications ("specs": flat dictionaries of
+parameters, e.g. ``{"d": 1000, "alpha": 1.5, "omega": 0.3, ..., "seed": 0}``)
+and a *runner*, a picklable function ``runner(spec) -> row`` (a dict, or a list
+of dicts for tasks that produce several rows, e.g. one state-evolution curve).
+:func:`run_sweeps` submits every spec that is not finished yet to an executor,
+and as runs complete it writes their rows to a CSV (one row per run, every
+parameter a column, plus a ``run_id`` column: a hash of the spec).
+
+Executors
+---------
+Any ``concurrent.futures.Executor`` works: the default is a local process pool
+(:func:`make_executor`, ``workers`` processes started with ``spawn``, each with
+one torch/BLAS thread so that ``workers`` runs use ``workers`` cores). To run
+the same sweep on a Dask cluster, hand over the executor of a
+``distributed.Client``::
+
+    from distributed import Client
+    from attnlab.sweeps import limit_threads, run_sweep
+
+    client = Client("tcp://scheduler:8786")       # or Client(LocalCluster(...))
+    client.run(limit_threads)                     # one torch thread per worker process
+    run_sweep(specs, "results/my-sweep.csv", executor=client.get_executor())
+
+``attnlab reproduce FIGURE --dask tcp://scheduler:8786`` does exactly this.
+Give each Dask worker process one thread (``--nthreads 1``) and as many worker
+processes as cores: a run is pure Python/torch and holds the GIL part of the time.
+
+Resume and atomic writes
+------------------------
+A sweep resumes from its CSV: specs whose ``run_id`` is already in the file
+are not run again, so an interrupted sweep (Ctrl-C, a crash, a killed job) is
+restarted by running the same command. Rows already in the file that are not
+part of the current sweep are kept (finished work is never discarded; every
+row carries its parameters). The CSV is rewritten *whole* after every finished
+run, to a temporary file in the same directory that then replaces the CSV with
+``os.replace`` (atomic on POSIX and Windows): a reader, or a crash at any
+moment, sees either the previous or the next complete file, never a half
+written one. Rewriting costs ``O(rows)`` per run, negligible next to a run
+for the sweeps here (hundreds to thousands of rows).
+
+Provenance
+----------
+Next to each ``NAME.csv`` a sidecar ``NAME.json`` records the attnlab version,
+the git commit (and whether the work tree had uncommitted changes), library
+versions, and one entry per session (command line, executor, start and end
+date in ISO 8601 UTC, wall time, runs completed, status), the seeds present
+and free-form notes (e.g. the scale of a figure). The CSV stays tidy.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .params import ModelParams, check_choice, check_int, check_positive
+
+__all__ = ["Sweep", "SweepReport", "SweepError", "grid", "spec_key", "make_executor", "limit_threads",
+           "run_sweep", "run_sweeps", "read_rows", "read_columns", "write_csv_atomic", "write_json_atomic",
+           "provenance_path", "read_provenance", "code_provenance", "simulation_spec", "run_simulation_spec",
+           "SIMULATION_RESULT_COLUMNS"]
+
+#: Columns of a simulation row after the spec's parameters (see :func:`run_simulation_spec`).
+SIMULATION_RESULT_COLUMNS = ("n", "m", "theta", "qnorm", "eps_t", "eps_g", "eps_g_sem", "eps_g_linear",
+                             "eps_g_linear_sem", "converged", "steps_taken", "grad_rms", "seconds")
+
+
+class SweepError(RuntimeError):
+    """Some runs of a sweep raised; the finished rows are saved, the failures listed."""
+
+
+# ----------------------------------------------------------------------------- specs
+
+def grid(fixed: Mapping, axes: Mapping[str, Sequence]) -> list[dict]:
+    """Cartesian product of parameter axes, each spec completed by the ``fixed`` parameters.
+
+    Parameters
+    ----------
+    fixed : mapping
+        Parameters shared by every run, e.g. ``{"omega": 0.3, "sigma": 0.5}``.
+    axes : mapping of str to sequence
+        Swept parameters, e.g. ``{"alpha": [0.5, 1.0], "seed": [0, 1, 2]}``; the
+        last axis varies fastest.
+
+    Returns
+    -------
+    list of dict
+        ``prod(len(axis))`` specs, keys in the order of ``fixed`` then ``axes``.
+
+    Raises
+    ------
+    ValueError
+        If an axis is empty or not a sequence (the message names the axis), or
+        if a parameter is both fixed and swept.
+    """
+    both = sorted(set(fixed) & set(axes))
+    if both:
+        raise ValueError(f"parameters {both} are both fixed and swept")
+    values = []
+    for name, axis in axes.items():
+        if isinstance(axis, (str, bytes)) or not isinstance(axis, Iterable):
+            raise ValueError(f"grid axis {name!r} must be a sequence of values, got {axis!r}")
+        axis = list(axis)
+        if not axis:
+            raise ValueError(f"grid axis {name!r} is empty: give at least one value")
+        values.append([_plain(v) for v in axis])
+    fixed = {k: _plain(v) for k, v in fixed.items()}
+    return [dict(fixed, **dict(zip(axes, combo))) for combo in itertools.product(*values)]
+
+
+def _plain(v):
+    """Plain Python scalar (JSON- and CSV-friendly) from numpy scalars; floats rounded to 12 digits."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(f"{float(v):.12g}")
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def spec_key(spec: Mapping) -> str:
+    """Stable identifier of a spec: first 16 hex digits of the SHA-1 of its sorted JSON."""
+    text = json.dumps({k: _plain(v) for k, v in spec.items()}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- simulations
+
+def simulation_spec(*, d: int, alpha: float, omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01,
+                    A=((0.6, 0.4), (0.4, 0.6)), rank: int = 1, init: str = "random", method: str = "lbfgs",
+                    seed: int = 0, steps: int | None = None, lr: float | None = None,
+                    n_test: int = 20_000) -> dict:
+    """A validated, flat spec for :func:`run_simulation_spec` (method defaults made explicit).
+
+    Every parameter becomes a CSV column: ``d, alpha, omega, sigma, lambda,
+    A11, A12, A21, A22, rank, init, method, seed, steps, lr, n_test``.
+    ``steps`` is the step budget (L-BFGS: iterations after the warm-up) and
+    ``lr`` the learning rate (L-BFGS: that of its gradient-descent warm-up).
+
+    Raises
+    ------
+    ValueError
+        On any invalid parameter; the message names it.
+    """
+    from .training import DEFAULT_LR, DEFAULT_STEPS, INITS, METHODS
+
+    params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A, r=rank)
+    if params.L != 2:
+        raise ValueError("A must be 2x2: sweeps are for L = 2 tokens")
+    method = check_choice("method", method, METHODS)
+    spec = dict(d=check_int("d", d, 2), alpha=check_positive("alpha", alpha), omega=params.omega,
+                sigma=params.sigma, **{"lambda": params.lam},
+                A11=params.A[0][0], A12=params.A[0][1], A21=params.A[1][0], A22=params.A[1][1],
+                rank=params.r, init=check_choice("init", init, INITS), method=method,
+                seed=check_int("seed", seed, 0),
+                steps=check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1),
+                lr=check_positive("lr", DEFAULT_LR.get(method, DEFAULT_LR["gd"]) if lr is None else lr),
+                n_test=check_int("n_test", n_test, 2))
+    return {k: _plain(v) for k, v in spec.items()}
+
+
+def _norm(v) -> float:
+    return float(np.linalg.norm(np.atleast_1d(np.asarray(v, dtype=float))))
+
+
+def run_simulation_spec(spec: Mapping) -> dict:
+    """Run one spec of :func:`simulation_spec` with :func:`attnlab.run_simulation` (no progress bar).
+
+    Returns
+    -------
+    dict
+        The spec followed by :data:`SIMULATION_RESULT_COLUMNS`. For ``rank > 1``
+        the overlaps are reported as the Euclidean norms of the overlap vectors
+        ``|(m_1, .., m_r)|`` and ``|(theta_1, .., theta_r)|``, which do not
+        depend on the arbitrary rotation of ``Q``'s columns (the risk is
+        invariant under ``Q -> Q O`` for orthogonal ``O``); for ``rank = 1``
+        they are the signed, sign-canonicalised overlaps.
+    """
+    from .simulation import run_simulation
+
+    params = ModelParams(sigma=spec["sigma"], lam=spec["lambda"], omega=spec["omega"],
+                         A=((spec["A11"], spec["A12"]), (spec["A21"], spec["A22"])), r=spec["rank"])
+    lr = None if spec["method"] == "lbfgs" else spec["lr"]
+    res = run_simulation(params, spec["alpha"], spec["d"], init=spec["init"], seed=spec["seed"],
+                         method=spec["method"], steps=spec["steps"], lr=lr, n_test=spec["n_test"],
+                         progress=False)
+    m = res.m if params.r == 1 else _norm(res.m)
+    theta = res.theta if params.r == 1 else _norm(res.theta)
+    out = dict(spec)
+    out.update(n=res.n, m=m, theta=theta, qnorm=res.qnorm, eps_t=res.eps_t, eps_g=res.eps_g,
+               eps_g_sem=res.eps_g_sem, eps_g_linear=res.eps_g_linear, eps_g_linear_sem=res.eps_g_linear_sem,
+               converged=bool(res.converged), steps_taken=res.steps, grad_rms=res.grad_rms, seconds=res.seconds)
+    return out
+
+
+# ----------------------------------------------------------------------------- executors
+
+def limit_threads(n: int = 1) -> None:
+    """Use ``n`` torch/BLAS threads in this process (worker initializer; also ``client.run(limit_threads)``)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def make_executor(workers: int = 1) -> cf.ProcessPoolExecutor:
+    """A local process pool of ``workers`` processes with one torch thread each.
+
+    Processes are started with ``spawn`` (forking a process whose torch/OpenMP
+    thread pool is already running is not safe).
+    """
+    workers = check_int("workers", workers, 1)
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=limit_threads)
+
+
+# ----------------------------------------------------------------------------- files
+
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "True" if v else "False"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return "nan" if math.isnan(v) else f"{float(v):.10g}"
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(v)
+    return str(v)
+
+
+def _file_mode() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _atomic_write_text(path: Path, write: Callable) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the file the usual permissions
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_csv_atomic(path, rows: Sequence[Mapping], columns: Sequence[str] | None = None) -> None:
+    """Write ``rows`` as a CSV via a temporary file and ``os.replace`` (never half written).
+
+    ``columns`` fixes the column order (default: keys in order of first appearance).
+    """
+    if columns is None:
+        columns = list(dict.fromkeys(k for r in rows for k in r))
+
+    def write(fh):
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_fmt(r.get(c)) for c in columns])
+
+    _atomic_write_text(Path(path), write)
+
+
+def write_json_atomic(path, obj) -> None:
+    """Write ``obj`` as indented JSON via a temporary file and ``os.replace``."""
+    _atomic_write_text(Path(path), lambda fh: (json.dump(obj, fh, indent=1, default=_plain), fh.write("\n")))
+
+
+def read_rows(path) -> list[dict]:
+    """Rows of a CSV as dicts of strings (``[]`` if the file does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _column_array(values: list[str]) -> np.ndarray:
+    if values and all(v in ("True", "False") for v in values):
+        return np.array([v == "True" for v in values])
+    try:
+        floats = [float(v) if v != "" else math.nan for v in values]
+    except ValueError:
+        return np.array(values, dtype=str)
+    if values and all(v.lstrip("-").isdigit() for v in values):
+        return np.array([int(v) for v in values], dtype=np.int64)
+    return np.array(floats, dtype=float)
+
+
+def read_columns(path) -> dict[str, np.ndarray] | None:
+    """A CSV as a dict of numpy column arrays (bool, int64, float64 or str), or ``None`` if missing."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            return {}
+        cols = list(zip(*reader)) or [() for _ in header]
+    return {name: _column_array(list(col)) for name, col in zip(header, cols)}
+
+
+def provenance_path(csv_path) -> Path:
+    """The provenance sidecar ``NAME.json`` of ``NAME.csv``."""
+    return Path(csv_path).with_suffix(".json")
+
+
+def read_provenance(csv_path) -> dict | None:
+    """The provenance sidecar of a CSV as a dict, or ``None`` if missing."""
+    p = provenance_path(csv_path)
+    if not p.exists():
+        return None
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _git(*args) -> str | None:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def code_provenance() -> dict:
+    """Versions of attnlab and its main dependencies, git commit (``"unknown"`` outside a repository)."""
+    import torch
+
+    from . import __version__
+
+    commit = _git("rev-parse", "HEAD") or "unknown"
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", "attnlab") if commit != "unknown" else None
+    return dict(attnlab_version=__version__, git_commit=commit,
+                git_dirty=None if status is None else bool(status),
+                python=platform.python_version(), numpy=np.__version__, torch=torch.__version__,
+                platform=platform.platform(), cpu_count=os.cpu_count())
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+@dataclass
+class Sweep:
+    """One sweep: specs, the runner that turns a spec into row(s), and the CSV that keeps them.
+
+    Attributes
+    ----------
+    specs : list of dict
+        Run specifications (JSON-serialisable values).
+    path : str or Path
+        CSV file (created, or resumed from); the provenance goes to ``path`` with suffix ``.json``.
+    runner : callable
+        Picklable ``runner(spec) -> dict | list[dict]`` (top-level function of an importable module).
+    description, notes : str
+        Saved in the provenance (``notes``: scale, method, anything a reader needs).
+    """
+
+    specs: list
+    path: str | Path
+    runner: Callable = run_simulation_spec
+    description: str = ""
+    notes: str = ""
+    # filled by run_sweeps
+    rows: list = field(default_factory=list, repr=False)
+    columns: list = field(default_factory=list, repr=False)
+    provenance: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SweepReport:
+    """Outcome of :func:`run_sweep` for one CSV.
+
+    Attributes
+    ----------
+    path, provenance : str
+    total : int
+        Specs in the sweep.
+    skipped : int
+        Specs already in the CSV (resumed, not run).
+    completed : int
+        Specs run and saved in this call.
+    failed : int
+        Specs that raised (see :class:`SweepError`).
+    seconds : float
+        Wall time of this call.
+    """
+
+    path: str
+    provenance: str
+    total: int
+    skipped: int
+    completed: int
+    failed: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return dict(path=self.path, provenance=self.provenance, total=self.total, skipped=self.skipped,
+                    completed=self.completed, failed=self.failed, seconds=round(self.seconds, 2))
+
+
+def run_sweep(specs: Sequence[Mapping], path, *, runner: Callable = run_simulation_spec,
+              executor: cf.Executor | None = None, workers: int = 1, progress: bool = True,
+              description: str = "", notes: str = "", command: str | None = None) -> SweepReport:
+    """Run the specs not yet in ``path`` on ``executor``, saving rows as runs finish.
+
+    Parameters
+    ----------
+    specs : sequence of dict
+        Run specifications (e.g. from :func:`grid` of :func:`simulation_spec`).
+    path : str or Path
+        The CSV; resumed from if it exists. Provenance in ``path.with_suffix(".json")``.
+    runner : callable
+        ``runner(spec) -> dict | list[dict]``, picklable for process pools.
+    executor : concurrent.futures.Executor, optional
+        Where to run: default a fresh :func:`make_executor` of ``workers``
+        processes (shut down afterwards); a given executor (a process or thread
+        pool, ``distributed.Client.get_executor()``) is used and left running.
+    workers : int
+        Size of the default process pool.
+    progress : bool
+        Show a tqdm bar over the sweep (finished runs count from the start).
+    description, notes, command : str
+        Recorded in the provenance (``command`` default: ``sys.argv``).
+
+    Returns
+    -------
+    SweepReport
+
+    Raises
+    ------
+    ValueError
+        If ``specs`` is empty or ``workers < 1``.
+    SweepError
+        If runs raised. Runs not yet started are cancelled, runs in flight
+        are awaited and saved, then the error lists the failures; run the
+        sweep again to retry only what is missing.
+    """
+    return run_sweeps([Sweep(list(specs), path, runner, description, notes)], executor=executor,
+                      workers=workers, progress=progress, command=command)[0]
+
+
+def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, workers: int = 1,
+               progress: bool = True, command: str | None = None) -> list[SweepReport]:
+    """Run several sweeps (each its own CSV) on one executor, under one progress bar.
+
+    Tasks are submitted in the order of ``sweeps`` then of their specs, so put
+    long tasks first. See :func:`run_sweep` for the parameters and errors.
+
+    Returns
+    -------
+    list of SweepReport, one per sweep
+    """
+    from tqdm.auto import tqdm
+
+    if not sweeps:
+        raise ValueError("sweeps must contain at least one sweep")
+    workers = check_int("workers", workers, 1)
+    command = " ".join(sys.argv) if command is None else command
+    t0 = time.perf_counter()
+    started = _utc_now()
+    todo, skipped, total = [], [], 0
+    for sw in sweeps:
+        sw.specs = list(sw.specs)
+        if not sw.specs:
+            raise ValueError(f"specs of {sw.path} is empty: a sweep needs at least one run")
+        sw.path = Path(sw.path)
+        sw.rows = read_rows(sw.path)
+        sw.columns = list(sw.rows[0].keys()) if sw.rows else []
+        keys = [spec_key(s) for s in sw.specs]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"specs of {sw.path} contain duplicates")
+        done = {r.get("run_id") for r in sw.rows}
+        pending = [(sw, k, s) for k, s in zip(keys, sw.specs) if k not in done]
+        todo += pending
+        skipped.append(len(sw.specs) - len(pending))
+        total += len(sw.specs)
+    sessions = [_start_session(sw, command, started, executor, workers, len(sw.specs)) for sw in sweeps]
+    completed = [0] * len(sweeps)
+    failures: list[tuple[Sweep, dict, BaseException]] = []
+    index = {id(sw): i for i, sw in enumerate(sweeps)}
+    status = "complete"
+
+    def save(i):
+        sw = sweeps[i]
+        write_csv_atomic(sw.path, sw.rows, sw.columns)
+        _update_session(sw, sessions[i], completed[i], "running", t0)
+
+    own = executor is None and bool(todo)
+    if own:
+        executor = make_executor(workers)
+    bar = tqdm(total=total, initial=total - len(todo), disable=not progress, unit="run",
+               desc=", ".join(Path(sw.path).stem for sw in sweeps)[:40])
+    futures = {}
+    try:
+        for sw, key, spec in todo:
+            futures[executor.submit(sw.runner, spec)] = (sw, key, spec)
+        for fut in cf.as_completed(futures):
+            if fut.cancelled():
+                continue
+            sw, key, spec = futures[fut]
+            i = index[id(sw)]
+            exc = fut.exception()
+            if exc is not None:
+                if not failures:
+                    for other in futures:  # stop what has not started; in-flight runs finish and are saved
+                        other.cancel()
+                failures.append((sw, spec, exc))
+                continue
+            out = fut.result()
+            for row in (out if isinstance(out, list) else [out]):
+                row = {"run_id": key, **row}
+                sw.columns += [c for c in row if c not in sw.columns]
+                sw.rows.append(row)
+            completed[i] += 1
+            save(i)
+            bar.update(1)
+    except BaseException:
+        status = "interrupted"
+        for fut in futures:
+            fut.cancel()
+        raise
+    finally:
+        bar.close()
+        if own:
+            executor.shutdown(wait=status != "interrupted", cancel_futures=True)
+        if failures and status != "interrupted":
+            status = "failed"
+        for i, sw in enumerate(sweeps):
+            st = status if (status != "failed" or any(f[0] is sw for f in failures)) else "complete"
+            _update_session(sw, sessions[i], completed[i], st, t0)
+    seconds = time.perf_counter() - t0
+    reports = [SweepReport(path=str(sw.path), provenance=str(provenance_path(sw.path)), total=len(sw.specs),
+                           skipped=skipped[i], completed=completed[i],
+                           failed=sum(f[0] is sw for f in failures), seconds=seconds)
+               for i, sw in enumerate(sweeps)]
+    if failures:
+        sw, spec, exc = failures[0]
+        raise SweepError(f"{len(failures)} run(s) failed; finished runs are saved, run the sweep again to retry "
+                         f"the rest. First failure in {sw.path.name}, spec {json.dumps(spec)}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    return reports
+
+
+def _executor_name(executor, workers) -> str:
+    if executor is None:
+        return f"ProcessPoolExecutor(max_workers={workers})"
+    return type(executor).__module__ + "." + type(executor).__name__
+
+
+def _start_session(sw: Sweep, command, started, executor, workers, n_specs) -> dict:
+    prov = read_provenance(sw.path) or {}
+    for s in prov.get("sessions", []):
+        if s.get("status") == "running":
+            s["status"] = "interrupted"
+    code = code_provenance()
+    session = dict(command=command, started_utc=started, finished_utc=None, runtime_seconds=0.0,
+                   executor=_executor_name(executor, workers), runs_in_sweep=n_specs, runs_completed=0,
+                   status="running", git_commit=code["git_commit"], git_dirty=code["git_dirty"])
+    prov.update(code)
+    prov["csv"] = sw.path.name
+    if sw.description:
+        prov["description"] = sw.description
+    if sw.notes:
+        prov["notes"] = sw.notes
+    prov.setdefault("sessions", []).append(session)
+    sw.provenance = prov
+    _write_provenance(sw)
+    return session
+
+
+def _update_session(sw: Sweep, session: dict, completed: int, status: str, t0: float) -> None:
+    session.update(runs_completed=completed, status=status, runtime_seconds=round(time.perf_counter() - t0, 2),
+                   finished_utc=_utc_now())
+    _write_provenance(sw)
+
+
+def _write_provenance(sw: Sweep) -> None:
+    prov = sw.provenance
+    rows = sw.rows
+    seeds = sorted({int(float(r["seed"])) for r in rows if r.get("seed") not in (None, "")})
+    keys = {spec_key(s) for s in sw.specs}
+    have = {r.get("run_id") for r in rows}
+    secs = [float(r["seconds"]) for r in rows if r.get("seconds") not in (None, "")]
+    prov.update(n_rows=len(rows), seeds=seeds, sweep_complete=keys <= have,
+                date=prov["sessions"][-1]["finished_utc"] or prov["sessions"][-1]["started_utc"],
+                runtime_seconds_total=round(sum(s.get("runtime_seconds") or 0 for s in prov["sessions"]), 2),
+                run_seconds_total=round(sum(secs), 2))
+    write_json_atomic(provenance_path(sw.path), prov)
