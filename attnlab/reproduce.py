@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -597,6 +598,10 @@ def _parse_list(name: str, text: str | None, kind):
         raise ValueError(f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}") from None
 
 
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _cmd_reproduce(args) -> dict:
     if args.list:
         out = {}
@@ -611,6 +616,8 @@ def _cmd_reproduce(args) -> dict:
     overrides = dict(alpha=_parse_list("--alphas", args.alphas, float), seed=_parse_list("--seeds", args.seeds, int),
                      d=_parse_list("--ds", args.ds, int), omega=_parse_list("--omegas", args.omegas, float))
     workers = check_int("workers", args.workers, 1)
+    # SIGTERM (a killed job) unwinds like Ctrl-C: pending runs cancelled, workers stopped, files consistent
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     executor, client, cluster = None, None, None
     if args.dask:
         from distributed import Client, LocalCluster

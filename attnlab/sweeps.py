@@ -79,7 +79,8 @@ __all__ = ["Sweep", "SweepReport", "SweepError", "grid", "spec_key", "make_execu
 
 #: Columns of a simulation row after the spec's parameters (see :func:`run_simulation_spec`).
 SIMULATION_RESULT_COLUMNS = ("n", "m", "theta", "qnorm", "eps_t", "eps_g", "eps_g_sem", "eps_g_linear",
-                             "eps_g_linear_sem", "converged", "steps_taken", "grad_rms", "seconds")
+                             "eps_g_linear_sem", "converged", "steps_taken", "grad_rms", "seconds",
+                             "cpu_seconds")
 
 
 class SweepError(RuntimeError):
@@ -138,9 +139,22 @@ def _plain(v):
     return v
 
 
+def _key_value(v):
+    v = _plain(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)  # 1.0 and 1 are the same parameter value (a CSV round trip may turn one into the other)
+    if isinstance(v, list):
+        return [_key_value(x) for x in v]
+    return v
+
+
 def spec_key(spec: Mapping) -> str:
-    """Stable identifier of a spec: first 16 hex digits of the SHA-1 of its sorted JSON."""
-    text = json.dumps({k: _plain(v) for k, v in spec.items()}, sort_keys=True, separators=(",", ":"))
+    """Stable identifier of a spec: first 16 hex digits of the SHA-1 of its sorted JSON.
+
+    Numbers are compared by value (``1.0`` and ``1`` give the same key), so the
+    key can be recomputed from a CSV row.
+    """
+    text = json.dumps({k: _key_value(v) for k, v in spec.items()}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
@@ -189,7 +203,9 @@ def run_simulation_spec(spec: Mapping) -> dict:
     Returns
     -------
     dict
-        The spec followed by :data:`SIMULATION_RESULT_COLUMNS`. For ``rank > 1``
+        The spec followed by :data:`SIMULATION_RESULT_COLUMNS` (``seconds``: wall
+        time of the run; ``cpu_seconds``: CPU time of this process, which on a
+        busy machine is the better measure of the run's cost). For ``rank > 1``
         the overlaps are reported as the Euclidean norms of the overlap vectors
         ``|(m_1, .., m_r)|`` and ``|(theta_1, .., theta_r)|``, which do not
         depend on the arbitrary rotation of ``Q``'s columns (the risk is
@@ -198,6 +214,7 @@ def run_simulation_spec(spec: Mapping) -> dict:
     """
     from .simulation import run_simulation
 
+    cpu0 = time.process_time()
     params = ModelParams(sigma=spec["sigma"], lam=spec["lambda"], omega=spec["omega"],
                          A=((spec["A11"], spec["A12"]), (spec["A21"], spec["A22"])), r=spec["rank"])
     lr = None if spec["method"] == "lbfgs" else spec["lr"]
@@ -209,7 +226,8 @@ def run_simulation_spec(spec: Mapping) -> dict:
     out = dict(spec)
     out.update(n=res.n, m=m, theta=theta, qnorm=res.qnorm, eps_t=res.eps_t, eps_g=res.eps_g,
                eps_g_sem=res.eps_g_sem, eps_g_linear=res.eps_g_linear, eps_g_linear_sem=res.eps_g_linear_sem,
-               converged=bool(res.converged), steps_taken=res.steps, grad_rms=res.grad_rms, seconds=res.seconds)
+               converged=bool(res.converged), steps_taken=res.steps, grad_rms=res.grad_rms, seconds=res.seconds,
+               cpu_seconds=time.process_time() - cpu0)
     return out
 
 
@@ -558,6 +576,9 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
     finally:
         bar.close()
         if own:
+            if status == "interrupted":  # do not leave worker processes computing orphaned runs
+                for proc in list(getattr(executor, "_processes", {}).values()):
+                    proc.terminate()
             executor.shutdown(wait=status != "interrupted", cancel_futures=True)
         if failures and status != "interrupted":
             status = "failed"
