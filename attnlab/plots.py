@@ -8,7 +8,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["COLORS", "plot_phase_diagram", "new_axes"]
+__all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
+           "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
+           "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention"]
 
 #: One colour per concept, kept across the whole book.
 COLORS = {
@@ -59,3 +61,244 @@ def plot_phase_diagram(rows, ax=None, path=None):
     if path:
         ax.figure.savefig(path, dpi=150)
     return ax
+
+
+# ----------------------------------------------------------------------------- book figures
+# Added for the executable book (chapters 1-7); same colour convention as above.
+
+#: Sequential colour maps matching :data:`COLORS` (attention matrices).
+CMAPS = {"positional": "Blues", "semantic": "Reds", "linear": "Greys", None: "Greys"}
+
+_BRANCH_LABELS = {"positional": "positional", "semantic": "semantic", "linear": "linear baseline"}
+
+
+def plot_attention_matrix(M, ax=None, kind=None, title=None, labels=None, annotate=True, vmax=1.0):
+    """Heat map of one ``L x L`` attention matrix, rows = queries, columns = keys.
+
+    Parameters
+    ----------
+    M : array_like, shape (L, L)
+        Row-stochastic attention matrix (e.g. :func:`attnlab.softmax_attention` output).
+    ax : matplotlib Axes, optional
+    kind : {"positional", "semantic", "linear", None}
+        Picks the colour map of :data:`CMAPS`.
+    title : str, optional
+    labels : list of str, optional
+        Tick labels of the tokens (default ``1..L``).
+    annotate : bool
+        Write each entry in its cell (two decimals).
+    vmax : float
+        Upper end of the colour scale.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    M = np.asarray(M, dtype=float)
+    ax = new_axes(ax, figsize=(2.8, 2.6))
+    ax.imshow(M, cmap=CMAPS.get(kind, "Greys"), vmin=0.0, vmax=vmax)
+    L = M.shape[0]
+    labels = [str(i + 1) for i in range(L)] if labels is None else list(labels)
+    ax.set_xticks(range(L), labels)
+    ax.set_yticks(range(L), labels)
+    ax.set_xlabel("key (attended token)")
+    ax.set_ylabel("query")
+    if annotate:
+        for i in range(L):
+            for j in range(M.shape[1]):
+                ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if M[i, j] > 0.6 * vmax else "black")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def plot_branch_curves(x, curves, ax=None, ylabel=None, xlabel=r"sample complexity $\alpha = n/d$",
+                       style="-", label_prefix="SE ", **kwargs):
+    """Curves of one observable for each branch, in the branch colours.
+
+    Parameters
+    ----------
+    x : array_like, shape (k,)
+        Common abscissa (e.g. ``alpha``), or a dict ``{branch: x_branch}``.
+    curves : dict of str to array_like
+        ``{"positional": values, "semantic": values}`` (any subset; ``"linear"`` too).
+    ax : matplotlib Axes, optional
+    ylabel, xlabel : str
+    style : str
+        Matplotlib format string (``"-"`` for theory lines, ``"o"`` for points).
+    label_prefix : str
+        Prepended to the branch name in the legend.
+    **kwargs
+        Passed to ``ax.plot``.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    for branch, y in curves.items():
+        xb = x[branch] if isinstance(x, dict) else x
+        ax.plot(xb, y, style, color=COLORS.get(branch, "k"),
+                label=f"{label_prefix}{_BRANCH_LABELS.get(branch, branch)}", **kwargs)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    return ax
+
+
+def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=True):
+    """Simulation points (with optional error bars) in the colour of ``kind``.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (k,)
+    kind : {"positional", "semantic", "linear"}
+    ax : matplotlib Axes, optional
+    yerr : array_like, shape (k,), optional
+    label : str, optional
+    marker : str
+    filled : bool
+        Open markers when ``False`` (e.g. to tell two optimisers apart).
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    c = COLORS.get(kind, "k")
+    ax.errorbar(x, y, yerr=yerr, fmt=marker, ms=5, capsize=2, color=c, mfc=c if filled else "white",
+                label=label, lw=1)
+    return ax
+
+
+def plot_linear_level(value, ax=None, label="linear baseline"):
+    """Horizontal dashed line at the linear baseline's test error."""
+    ax = new_axes(ax)
+    ax.axhline(value, ls="--", color=COLORS["linear"], lw=1.2, label=label)
+    return ax
+
+
+def mark_threshold(alpha, ax=None, kind="alpha_c", label=None):
+    """Vertical dotted line at a threshold ``alpha_c`` or ``alpha_l`` (skipped if ``nan``)."""
+    ax = new_axes(ax)
+    if alpha is not None and np.isfinite(alpha):
+        default = {"alpha_c": r"$\alpha_c$", "alpha_l": r"$\alpha_l$"}.get(kind, kind)
+        ax.axvline(alpha, ls=":", lw=1.4, color=COLORS.get(kind, "k"),
+                   label=(label or default) + f" = {alpha:.2f}")
+    return ax
+
+
+def plot_training_curves(histories, ax=None, ylabel=r"training loss $\varepsilon_t = R/d$", logx=True):
+    """Training loss along the optimisation, one curve per run.
+
+    Parameters
+    ----------
+    histories : dict of str to (kind, array_like)
+        ``{label: (kind, eps_t_along_training)}``; ``kind`` picks the colour.
+    ax : matplotlib Axes, optional
+    ylabel : str
+    logx : bool
+        Logarithmic step axis (the first step is plotted at 1).
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    for label, (kind, h) in histories.items():
+        h = np.asarray(h, dtype=float)
+        ax.plot(np.arange(1, h.size + 1), h, color=COLORS.get(kind, "k"), label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_branch_bars(values, ax=None, ylabel=None, title=None, highlight=None):
+    """Bar chart of one observable for the positional/semantic branches (and the baseline).
+
+    Parameters
+    ----------
+    values : dict of str to float
+        ``{"positional": v, "semantic": v, "linear": v}`` (any subset, in that order).
+    ax : matplotlib Axes, optional
+    ylabel, title : str, optional
+    highlight : str, optional
+        Key drawn with a thick black edge (e.g. the global minimum).
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax, figsize=(3.2, 3.0))
+    keys = [k for k in ("positional", "semantic", "linear") if k in values]
+    vals = [values[k] for k in keys]
+    bars = ax.bar(range(len(keys)), vals, color=[COLORS[k] for k in keys], alpha=0.85,
+                  edgecolor=["black" if k == highlight else "none" for k in keys], linewidth=2)
+    ax.set_xticks(range(len(keys)), [_BRANCH_LABELS[k] for k in keys], fontsize=8)
+    for b, v in zip(bars, vals):
+        ax.annotate(f"{v:.3g}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
+    lo, hi = min(vals), max(vals)
+    ax.set_ylim(max(0.0, lo - 0.6 * (hi - lo + 1e-12)), hi + 0.25 * (hi - lo + 1e-12))
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def plot_gaussian_check(samples, mean, var, ax=None, kind=None, label=None, bins=40):
+    """Histogram of samples with the Gaussian density ``N(mean, var)`` on top.
+
+    Parameters
+    ----------
+    samples : array_like, shape (k,)
+    mean, var : float
+        Predicted mean and variance.
+    ax : matplotlib Axes, optional
+    kind : str, optional
+        Colour key of :data:`COLORS`.
+    label : str, optional
+    bins : int
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    c = COLORS.get(kind, "k")
+    samples = np.asarray(samples, dtype=float)
+    ax.hist(samples, bins=bins, density=True, color=c, alpha=0.35, label=label)
+    t = np.linspace(samples.min(), samples.max(), 300)
+    ax.plot(t, np.exp(-(t - mean) ** 2 / (2 * var)) / np.sqrt(2 * np.pi * var), color=c, lw=1.5)
+    return ax
+
+
+def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=None):
+    """Attention map of one sequence of the counting task, tokens as tick labels.
+
+    Parameters
+    ----------
+    attn : array_like, shape (L, L)
+        Row ``l``: where query ``l`` attends.
+    tokens : array_like, shape (L,)
+        Symbols of the sequence.
+    ax : matplotlib Axes, optional
+    kind : {"positional", "semantic", None}
+    title : str, optional
+    alphabet : str, optional
+        Characters for the symbols (default ``"ABC..."``).
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    alphabet = alphabet or "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    labels = [alphabet[int(t) % len(alphabet)] for t in np.asarray(tokens)]
+    attn = np.asarray(attn, dtype=float)
+    return plot_attention_matrix(attn, ax=ax, kind=kind, title=title, labels=labels, annotate=False,
+                                 vmax=float(attn.max()))

@@ -1,0 +1,351 @@
+"""Interactive explorers for the book: sliders that re-solve the model live.
+
+Each explorer shows a row of ipywidgets sliders and one matplotlib figure.
+The figure is an ordinary ``image/png`` display output with a display id: it
+is there for the default values in a static page (the HTML book, a notebook
+viewed on GitHub), and in a live kernel (Jupyter, Binder, Colab) each slider
+release redraws it in place. The slider panel also carries a ``text/html``
+summary of its values, which the static book shows instead of the widget
+(that needs a kernel); see ``nb_mime_priority_overrides`` in ``_config.yml``.
+
+* :func:`se_explorer`: sliders for ``omega, sigma, lambda, alpha``; every move
+  solves the state evolution on both branches (tensor Gauss-Hermite rule,
+  warm-started from the previous fixed point, about a second per move) and
+  shows the training losses, the test errors and the linear baseline.
+* :func:`teacher_explorer`: sliders for ``omega, h*_1, h*_2``; the teacher's
+  attention matrix ``T(h*)`` (no solve).
+
+Source of the model: Cui et al. 2024 (arXiv:2402.03902), Sec. 2 and Result 4.2.
+"""
+from __future__ import annotations
+
+import html
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .params import ModelParams
+from .plots import COLORS, plot_attention_matrix, plot_branch_bars
+
+__all__ = ["fast_quadrature", "SEExplorerState", "solve_both_branches", "se_explorer_figure",
+           "se_explorer", "teacher_explorer", "LiveFigure"]
+
+
+def fast_quadrature():
+    """The coarse quadrature used for interactive solves.
+
+    Tensor Gauss-Hermite with 8 points per student direction and 6 per teacher
+    direction (``eps_g`` with 20): about a second per warm-started fixed point,
+    at the price of an integration error of order 1e-2 on the overlaps (the
+    default :class:`attnlab.theory.Quadrature` is the accurate, slower one).
+
+    Returns
+    -------
+    attnlab.theory.Quadrature
+    """
+    from .theory import Quadrature
+
+    try:
+        return Quadrature(method="gauss-hermite", order_xi=8, order_eta=6, order_error=20)
+    except TypeError:  # a Quadrature without the ``method`` field
+        return Quadrature(order_xi=8, order_eta=6, order_error=20)
+
+
+# ----------------------------------------------------------------------------- generic live figure
+
+def _enable_colab_widgets() -> None:
+    """ipywidgets >= 8 needs Colab's custom widget manager (no-op elsewhere)."""
+    try:
+        from google.colab import output  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    output.enable_custom_widget_manager()
+
+
+def _static_controls_html(title: str, sliders: dict, note: str) -> str:
+    rows = []
+    for name, w in sliders.items():
+        fmt = getattr(w, "readout_format", ".2f")
+        rows.append(
+            f'<label style="margin-right:1.2em;white-space:nowrap">{html.escape(w.description or name)} '
+            f'<input type="range" min="{w.min}" max="{w.max}" step="{w.step}" value="{w.value}" disabled '
+            f'style="vertical-align:middle;width:7em"> <code>{format(w.value, fmt)}</code></label>')
+    return ('<div class="attnlab-controls" style="border:1px solid #ccc;border-radius:4px;padding:6px 10px;'
+            'margin:4px 0;font-size:0.9em">'
+            f'<b>{html.escape(title)}</b>: {html.escape(note)}<br>' + " ".join(rows) + "</div>")
+
+
+class LiveFigure:
+    """Sliders plus one figure that is redrawn in place when a slider is released.
+
+    Parameters
+    ----------
+    sliders : dict of str to ipywidgets.Widget
+        Keyword name of ``draw``'s argument -> slider (``continuous_update`` is
+        switched off: a redraw happens on release).
+    draw : callable
+        ``draw(**values) -> matplotlib.figure.Figure``; may raise, the error is
+        then shown in the status line and the previous figure stays.
+    title : str
+        Heading of the panel.
+    note : str
+        Sentence shown in static pages next to the (disabled) sliders.
+
+    Attributes
+    ----------
+    panel : ipywidgets.VBox
+        The sliders and a status line.
+    last_seconds : float
+        Time of the last redraw.
+    """
+
+    def __init__(self, sliders: dict, draw: Callable, title: str, note: str):
+        import ipywidgets as widgets
+
+        self.sliders, self.draw, self.title, self.note = sliders, draw, title, note
+        for w in sliders.values():
+            w.continuous_update = False
+        self.status = widgets.HTML(value="")
+        static = lambda: _static_controls_html(title, sliders, note)
+
+        class _Panel(widgets.VBox):
+            def _repr_mimebundle_(self, **kwargs):
+                data = super()._repr_mimebundle_(**kwargs)
+                if isinstance(data, tuple):
+                    data = data[0]
+                data = dict(data or {})
+                data["text/html"] = static()
+                data["text/plain"] = f"{title} (interactive controls: run the notebook to use them)"
+                return data
+
+        box = widgets.HBox(list(sliders.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        self.panel = _Panel([widgets.HTML(f"<b>{html.escape(title)}</b>"), box, self.status])
+        self.handle = None
+        self.last_seconds = float("nan")
+
+    def values(self) -> dict:
+        """Current slider values."""
+        return {k: w.value for k, w in self.sliders.items()}
+
+    def render(self):
+        """Draw the figure for the current values; returns it (closed for pyplot)."""
+        t0 = time.perf_counter()
+        fig = self.draw(**self.values())
+        plt.close(fig)
+        self.last_seconds = time.perf_counter() - t0
+        return fig
+
+    def show(self):
+        """Display the panel and the figure for the current values; wire the sliders."""
+        from IPython.display import display
+
+        _enable_colab_widgets()
+        display(self.panel)
+        self.handle = display(self.render(), display_id=True)
+        self.status.value = f"<small>drawn in {self.last_seconds:.1f} s</small>"
+        for w in self.sliders.values():
+            w.observe(self._on_change, names="value")
+        return self
+
+    def _on_change(self, _change=None):
+        self.status.value = "<small>computing&hellip;</small>"
+        try:
+            fig = self.render()
+        except Exception as exc:  # keep the last figure, say what went wrong
+            self.status.value = f"<small style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</small>"
+            return
+        if self.handle is not None:
+            self.handle.update(fig)
+        self.status.value = f"<small>drawn in {self.last_seconds:.1f} s</small>"
+
+
+def _slider(description, value, lo, hi, step, fmt=".2f"):
+    import ipywidgets as widgets
+
+    return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=description,
+                               readout_format=fmt, continuous_update=False,
+                               style={"description_width": "initial"})
+
+
+# ----------------------------------------------------------------------------- SE explorer
+
+@dataclass
+class SEExplorerState:
+    """Fixed points of the last solve and the warm starts for the next one.
+
+    Attributes
+    ----------
+    warm : dict of str to Overlaps
+        Last converged SE overlaps per branch (initial point of the next solve).
+    results : dict of str to SEResult
+        Last results per branch.
+    eps_g_linear : float
+        Linear-baseline error of the last parameters.
+    """
+
+    warm: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict)
+    eps_g_linear: float = float("nan")
+
+
+def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerState | None = None,
+                        quad=None, tol: float = 1e-6) -> SEExplorerState:
+    """State-evolution fixed points on both branches at one ``alpha``.
+
+    Each branch is warm-started from ``state.warm`` when available (and solved
+    from its default start if the warm start does not converge).
+
+    Parameters
+    ----------
+    params : ModelParams
+    alpha : float
+    state : SEExplorerState, optional
+        Previous state (updated in place and returned).
+    quad : attnlab.theory.Quadrature, optional
+        Default :func:`fast_quadrature`.
+    tol : float
+        Tolerance of the fixed point.
+
+    Returns
+    -------
+    SEExplorerState
+    """
+    from .theory import ConvergenceWarning, linear_baseline_error, solve_state_evolution
+
+    state = SEExplorerState() if state is None else state
+    quad = fast_quadrature() if quad is None else quad
+    for branch in ("positional", "semantic"):
+        res = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            if branch in state.warm:
+                try:
+                    res = solve_state_evolution(params, alpha, branch, init=state.warm[branch], quad=quad, tol=tol)
+                except (FloatingPointError, ValueError):
+                    res = None
+            if res is None or not res.converged:
+                res = solve_state_evolution(params, alpha, branch, quad=quad, tol=tol)
+        state.results[branch] = res
+        if res.converged:
+            state.warm[branch] = res.overlaps
+    state.eps_g_linear = linear_baseline_error(params)
+    return state
+
+
+def se_explorer_figure(state: SEExplorerState, params: ModelParams, alpha: float):
+    """Two panels: training losses of the branches, test errors against the baseline.
+
+    Parameters
+    ----------
+    state : SEExplorerState
+        Output of :func:`solve_both_branches`.
+    params : ModelParams
+    alpha : float
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    pos, sem = state.results["positional"], state.results["semantic"]
+    glob = "semantic" if sem.eps_t < pos.eps_t else "positional"
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(7.2, 3.0), constrained_layout=True)
+    plot_branch_bars({"positional": pos.eps_t, "semantic": sem.eps_t}, ax=a1, highlight=glob,
+                     ylabel=r"training loss $\varepsilon_t$", title="which minimum is global?")
+    plot_branch_bars({"positional": pos.eps_g, "semantic": sem.eps_g, "linear": state.eps_g_linear}, ax=a2,
+                     highlight=glob, ylabel=r"test error $\varepsilon_g$", title="test error")
+    beats = state.results[glob].eps_g < state.eps_g_linear
+    flag = "" if pos.converged and sem.converged else "  [not converged]"
+    fig.suptitle(rf"$\alpha$={alpha:.2f}, $\omega$={params.omega:.2f}, $\sigma$={params.sigma:.2f}, "
+                 rf"$\lambda$={params.lam:.3f}: global minimum {glob}"
+                 f" ({'beats' if beats else 'does not beat'} the linear baseline){flag}", fontsize=9)
+    return fig
+
+
+def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha: float = 1.0, A=None,
+                quad=None, show: bool = True) -> LiveFigure:
+    """Sliders for ``omega, sigma, lambda, alpha`` that re-solve the state evolution.
+
+    Every slider release solves both branches at the chosen point (warm-started,
+    :func:`fast_quadrature` unless ``quad`` is given) and redraws the training
+    losses (the lower one is the global minimum of the risk) and the test
+    errors against the linear positional baseline.
+
+    Parameters
+    ----------
+    omega, sigma, lam, alpha : float
+        Initial slider values.
+    A : array_like, shape (2, 2), optional
+        Teacher's positional matrix (default ``[[0.6, 0.4], [0.4, 0.6]]``).
+    quad : attnlab.theory.Quadrature, optional
+    show : bool
+        Display at once (in a notebook).
+
+    Returns
+    -------
+    LiveFigure
+        ``.state`` holds the last :class:`SEExplorerState`.
+    """
+    state = SEExplorerState()
+    sliders = dict(omega=_slider("ω (positional weight)", omega, 0.0, 0.6, 0.05),
+                   sigma=_slider("σ (token std)", sigma, 0.2, 1.0, 0.05),
+                   lam=_slider("λ (ridge)", lam, 0.001, 0.1, 0.001, ".3f"),
+                   alpha=_slider("α = n/d", alpha, 0.1, 3.0, 0.05))
+
+    def draw(omega, sigma, lam, alpha):
+        params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A)
+        solve_both_branches(params, alpha, state, quad=quad)
+        return se_explorer_figure(state, params, alpha)
+
+    live = LiveFigure(sliders, draw, "State-evolution explorer",
+                      "move a slider to re-solve the state evolution on both branches")
+    live.state = state
+    return live.show() if show else live
+
+
+# ----------------------------------------------------------------------------- teacher explorer
+
+def teacher_explorer(omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A=None, show: bool = True) -> LiveFigure:
+    """Sliders for ``omega`` and the teacher projections ``h*_1, h*_2``: the matrix ``T(h*)``.
+
+    Draws the semantic part ``softmax(h* h*^T)``, the positional part ``A``
+    and their mixture ``T = (1 - omega) softmax(h* h*^T) + omega A``.
+
+    Parameters
+    ----------
+    omega, h1, h2 : float
+        Initial slider values.
+    A : array_like, shape (2, 2), optional
+    show : bool
+
+    Returns
+    -------
+    LiveFigure
+    """
+    from .attention import softmax_attention, teacher_attention
+
+    A_arr = ModelParams(A=A).A_array
+    sliders = dict(omega=_slider("ω", omega, 0.0, 1.0, 0.05),
+                   h1=_slider("h*₁", h1, -2.5, 2.5, 0.1),
+                   h2=_slider("h*₂", h2, -2.5, 2.5, 0.1))
+
+    def draw(omega, h1, h2):
+        hstar = np.array([h1, h2])
+        fig, axes = plt.subplots(1, 3, figsize=(8.0, 2.8), constrained_layout=True)
+        plot_attention_matrix(softmax_attention(hstar[:, None]), ax=axes[0], kind="semantic",
+                              title=r"semantic part softmax$(h^* h^{*\top})$")
+        plot_attention_matrix(A_arr, ax=axes[1], kind="positional", title=r"positional part $A$")
+        plot_attention_matrix(teacher_attention(hstar, omega, A_arr), ax=axes[2], kind=None,
+                              title=rf"teacher $T(h^*)$, $\omega$ = {omega:.2f}")
+        return fig
+
+    live = LiveFigure(sliders, draw, "Teacher attention explorer",
+                      "move a slider to redraw the teacher's attention matrix")
+    return live.show() if show else live
+
+
+# Keep the colour convention importable from here too (chapters use it for legends).
+BRANCH_COLORS = {k: COLORS[k] for k in ("positional", "semantic", "linear")}

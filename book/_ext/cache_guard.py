@@ -1,0 +1,58 @@
+"""Sphinx extension: re-execute the chapters when the code they call changes.
+
+jupyter-cache (``execute_notebooks: cache``) keys a notebook's outputs on the
+source of its code cells only, and Sphinx re-reads a document only when its
+own file changes. An edit of the attnlab library or of the cached results under
+``results/`` would therefore leave stale outputs in the HTML. This extension
+hashes those inputs; when the hash differs from the one recorded at the last
+build (or none was recorded), it empties the jupyter cache and marks every notebook document as
+outdated, so the next build executes all chapters afresh.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from sphinx.util import logging
+
+LOGGER = logging.getLogger(__name__)
+
+#: Inputs, relative to the book root, whose content decides the chapters' outputs.
+WATCHED = ("attnlab/**/*.py", "results/*.csv")
+
+
+def source_hash(root: Path) -> str:
+    """SHA-256 over the paths and contents of the watched files."""
+    h = hashlib.sha256()
+    for pattern in WATCHED:
+        for path in sorted(root.glob(pattern)):
+            if "__pycache__" in path.parts:
+                continue
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _cache_path(app) -> Path:
+    configured = getattr(app.config, "nb_execution_cache_path", "") or ""
+    return Path(configured) if configured else Path(app.outdir).parent / ".jupyter_cache"
+
+
+def _outdated(app, env, added, changed, removed):
+    new = source_hash(Path(app.srcdir))
+    old = getattr(env, "attnlab_source_hash", None)
+    env.attnlab_source_hash = new
+    if old == new:
+        return []
+    cache = _cache_path(app)
+    if cache.exists():
+        shutil.rmtree(cache)
+    docs = [doc for doc in env.found_docs if Path(env.doc2path(doc)).suffix == ".ipynb" if doc not in added]
+    LOGGER.info(f"[cache_guard] attnlab sources or cached results changed: re-executing {len(docs)} notebooks")
+    return docs
+
+
+def setup(app):
+    app.connect("env-get-outdated", _outdated)
+    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
