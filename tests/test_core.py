@@ -13,6 +13,8 @@ from attnlab.data import make_problem, positional_encodings, sample_dataset
 from attnlab.objective import AttentionRisk
 from attnlab.training import TrainingDivergedError, minimize_risk
 
+from reference import T as _T, gauss2 as _gauss2
+
 P0 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)
 
 
@@ -96,22 +98,6 @@ def test_gradient_matches_finite_differences_and_autograd(small):
     R = ((Y - attnlab.student_output(X, Qt)) ** 2).sum() / (2 * data.d) + 0.5 * P0.lam * (Qt ** 2).sum()
     (ga,) = torch.autograd.grad(R, Qt)
     assert np.allclose(g, ga.numpy(), rtol=1e-10, atol=1e-13)
-
-
-def _gauss2(f, var):
-    """E[f(h1, h2)] for h ~ N(0, var I_2), by adaptive 2-D integration (independent of attnlab)."""
-    s = math.sqrt(var)
-    dens = lambda a, b: math.exp(-(a * a + b * b) / (2 * var)) / (2 * math.pi * var)
-    val, _ = scipy.integrate.dblquad(lambda b, a: f(a, b) * dens(a, b), -9 * s, 9 * s, -9 * s, 9 * s,
-                                     epsabs=1e-12, epsrel=1e-10)
-    return val
-
-
-def _T(a, b, omega, A):
-    h = np.array([a, b])
-    S = np.exp(np.outer(h, h))
-    S /= S.sum(axis=1, keepdims=True)
-    return (1 - omega) * S + omega * np.asarray(A)
 
 
 def test_quadrature_reference_gives_science_sanity_values():

@@ -84,20 +84,23 @@ def _grad_hess(h1, h2, w1, w2, T11, T22, V, sigma):
 _STEPS = np.array([1.0, 0.5, 0.25, 0.1, 0.03, 0.0])
 
 
-def _newton(h1, h2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-12):
-    """Damped Newton (a gradient step where the Hessian is not positive
-    definite); the step length is the best of a fixed ladder, so F never
-    increases. Nodes whose step is below ``tol`` are frozen."""
+def _newton(h1, h2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
+    """Damped, Levenberg-shifted Newton: where the Hessian is not positive
+    definite it is shifted by ``mu I`` (``mu`` from its smallest eigenvalue).
+    The step length is the best of a fixed ladder, so F never increases;
+    nodes whose step is below ``tol`` (relative) are frozen."""
     F = _objective(h1, h2, w1, w2, T11, T22, V, sigma)
     active = np.arange(h1.size)
     for _ in range(iterations):
         a1, a2, aw1, aw2, aT11, aT22 = (v[active] for v in (h1, h2, w1, w2, T11, T22))
         g1, g2, H11, H12, H22 = _grad_hess(a1, a2, aw1, aw2, aT11, aT22, V, sigma)
+        scale = np.abs(H11) + np.abs(H22) + 1e-300
+        lam_min = 0.5 * (H11 + H22) - np.sqrt(0.25 * (H11 - H22) ** 2 + H12 ** 2)
+        mu = np.where(lam_min > 1e-8 * scale, 0.0, 0.1 * scale - lam_min)
+        H11, H22 = H11 + mu, H22 + mu
         det = H11 * H22 - H12 * H12
-        pd = (H11 > 0) & (det > 1e-12 * np.abs(H11 * H22))
-        safe = np.where(pd, det, 1.0)
-        n1 = np.where(pd, -(H22 * g1 - H12 * g2) / safe, -V * g1)
-        n2 = np.where(pd, -(H11 * g2 - H12 * g1) / safe, -V * g2)
+        n1 = -(H22 * g1 - H12 * g2) / det
+        n2 = -(H11 * g2 - H12 * g1) / det
         c1 = a1[None] + _STEPS[:, None] * n1[None]
         c2 = a2[None] + _STEPS[:, None] * n2[None]
         Fc = _objective(c1, c2, aw1[None], aw2[None], aT11[None], aT22[None], V, sigma)

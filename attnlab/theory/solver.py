@@ -4,15 +4,22 @@ Source: Cui et al. 2024 (arXiv:2402.03902), Result 4.2 (the fixed-point
 equations) and Sec. 4 (the two branches: positional ``theta = 0``, semantic
 ``m = 0``, both fixed points for every ``alpha``).
 
-The fixed point ``x = G(x)`` of overlaps ``x = (q, m, V, theta)`` is found with
-MINPACK's hybrid Powell method (``scipy.optimize.root``) on the residual
-``G(x) - x`` in the coordinates ``(log q, m, log V, theta)``; if that fails, a
-damped iteration (damping 0.8) takes over. Convergence is judged on the
-undamped residual. Symmetry pins the branch: on the positional branch
-``theta = 0`` exactly; on the semantic branch ``m = 0`` when ``A`` is
-symmetric under swapping the two positions. The proximal steps are warm-started
-from the previous evaluation and the final fixed point is re-checked with a
-full global search of every proximal problem.
+The fixed point ``x = G(x)`` of overlaps ``x = (q, m, V, theta)`` is found in
+two stages, in the unconstrained coordinates
+``(log q, m, log V, atanh(theta / sqrt(q rho)))``:
+
+1. *coarse*: MINPACK's hybrid Powell method (``scipy.optimize.root``) on the
+   residual ``G(x) - x`` with tensor Gauss-Hermite expectations (a damped
+   iteration, damping 0.8, takes over if it fails);
+2. *fine* (``Quadrature.method == "split"``): quasi-Newton steps
+   ``x <- x - J^{-1} r(x)`` on the residual computed with the split rule of
+   :mod:`attnlab.theory.split_rule`, ``J`` the finite-difference Jacobian of
+   the coarse residual.
+
+Convergence is judged on the undamped residual of the rule that produced the
+result. Every proximal problem is solved globally. Symmetry pins the branch:
+on the positional branch ``theta = 0`` exactly; on the semantic branch
+``m = 0`` when ``A`` is symmetric under swapping the two positions.
 """
 from __future__ import annotations
 
@@ -22,11 +29,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.optimize
 
-from ..params import ModelParams, check_choice, check_positive
-from .channel import proximal, teacher_diagonal
-from .quadrature import tensor_rule
-from .state_evolution import (SIGNS, Hats, Overlaps, Quadrature, fields, free_entropy,
-                              generalization_error, update_overlaps)
+from ..params import ModelParams, check_choice, check_int, check_positive
+from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
+                              gauss_hermite_expectations, generalization_error, hats_from_expectations,
+                              update_overlaps)
 
 __all__ = ["BRANCHES", "SEResult", "ConvergenceWarning", "solve_state_evolution", "initial_overlaps"]
 
@@ -104,54 +110,67 @@ def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
 
 
 class _FixedPointMap:
-    """``G(x)``: channel update then ridge update, on fixed quadrature nodes,
-    with warm-started proximal steps."""
+    """``G(x)``: channel update then ridge update on a fixed rule."""
 
-    def __init__(self, params: ModelParams, alpha: float, quad: Quadrature):
-        self.params, self.alpha = params, alpha
-        self.nodes, self.weights = tensor_rule((quad.order_xi, quad.order_xi, quad.order_eta, quad.order_eta))
-        self.warm = None
+    def __init__(self, params: ModelParams, alpha: float, quad: Quadrature, fine: bool):
+        self.params, self.alpha, self.quad, self.fine = params, alpha, quad, fine
         self.calls = 0
+        self.warm = None
 
-    def hats(self, ov: Overlaps, global_search: bool = False):
-        p, rho = self.params, self.params.sigma ** 2
-        w1, w2, hs1, hs2, c = fields(ov, rho, self.nodes)
-        T11, T22 = teacher_diagonal(hs1, hs2, p.omega, p.A_array)
-        h1, h2, M = proximal(w1, w2, T11, T22, ov.V, p.sigma, warm=None if global_search else self.warm)
-        self.warm = (h1, h2)
+    def hats(self, ov: Overlaps):
         self.calls += 1
-        f1, f2 = (h1 - w1) / ov.V, (h2 - w2) / ov.V
-        E = lambda g: float(self.weights @ g)
-        xi1, xi2, eta1, eta2 = self.nodes
-        a = self.alpha
-        thetahat = a * E(f1 * eta1 + f2 * eta2) / c
-        hats = Hats(qhat=a * E(f1 ** 2 + f2 ** 2), mhat=a * E(SIGNS[0] * f1 + SIGNS[1] * f2),
-                    Vhat=-a * E(f1 * xi1 + f2 * xi2) / np.sqrt(ov.q) + ov.theta * thetahat / ov.q,
-                    thetahat=thetahat)
-        return hats, E(M)
+        if self.fine:
+            ex = channel_expectations(ov, self.params, self.quad, fine=True)
+        else:
+            # Gauss-Hermite nodes are fixed: the first call searches every proximal
+            # problem globally; later calls start Newton from that minimiser, its
+            # mirror image and w (a deterministic map, as hybr needs).
+            ex, sol = gauss_hermite_expectations(ov, self.params, self.quad, warm=self.warm)
+            if self.warm is None:
+                self.warm = sol
+        return hats_from_expectations(ex, ov, self.params, self.alpha), ex["M"]
 
-    def __call__(self, ov: Overlaps, global_search: bool = False) -> Overlaps:
-        return update_overlaps(self.hats(ov, global_search)[0], self.params)
+    def __call__(self, ov: Overlaps) -> Overlaps:
+        return update_overlaps(self.hats(ov)[0], self.params)
 
 
-def _pack(ov: Overlaps, free: tuple) -> np.ndarray:
-    full = np.array([np.log(ov.q), ov.m, np.log(ov.V), ov.theta])
+def _pack(ov: Overlaps, free: tuple, rho: float) -> np.ndarray:
+    """Unconstrained coordinates ``(log q, m, log V, atanh(theta / sqrt(q rho)))``."""
+    kappa = np.clip(ov.theta / np.sqrt(ov.q * rho), -1 + 1e-15, 1 - 1e-15)
+    full = np.array([np.log(ov.q), ov.m, np.log(ov.V), np.arctanh(kappa)])
     return full[list(free)]
 
 
-def _unpack(x: np.ndarray, free: tuple, pinned: Overlaps) -> Overlaps:
-    full = np.array([np.log(pinned.q), pinned.m, np.log(pinned.V), pinned.theta])
+def _unpack(x: np.ndarray, free: tuple, pinned: Overlaps, rho: float) -> Overlaps:
+    full = _pack(pinned, (0, 1, 2, 3), rho)
     full[list(free)] = x
-    return Overlaps(q=float(np.exp(full[0])), m=float(full[1]), V=float(np.exp(full[2])), theta=float(full[3]))
+    q = float(np.exp(full[0]))
+    return Overlaps(q=q, m=float(full[1]), V=float(np.exp(full[2])), theta=float(np.tanh(full[3]) * np.sqrt(q * rho)))
 
 
-def _residual(G, ov: Overlaps, free: tuple, global_search=False) -> np.ndarray:
-    return _pack(G(ov, global_search), free) - _pack(ov, free)
+class _Residual:
+    def __init__(self, G, free, pinned):
+        self.G, self.free, self.pinned = G, free, pinned
+        self.rho = G.params.sigma ** 2
+
+    def pack(self, ov):
+        return _pack(ov, self.free, self.rho)
+
+    def unpack(self, x):
+        return _unpack(x, self.free, self.pinned, self.rho)
+
+    def __call__(self, x):
+        with np.errstate(over="raise", invalid="raise"):
+            ov = self.unpack(x)
+        r = self.pack(self.G(ov)) - x
+        if not np.all(np.isfinite(r)):
+            raise FloatingPointError("state evolution produced a non-finite update")
+        return r
 
 
 def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "semantic", *, init: Overlaps | None = None,
-                          quad: Quadrature | None = None, tol: float = 1e-8, max_iter: int = 300,
-                          error_estimate: bool = False) -> SEResult:
+                          quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
+                          error_estimate: bool = False, pin: bool = True) -> SEResult:
     """Fixed point of the state evolution on a branch (SCIENCE.md Sec. 5; paper Result 4.2).
 
     Parameters
@@ -165,13 +184,18 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     init : Overlaps, optional
         Initial SE overlaps (e.g. a warm start from a neighbouring ``alpha``).
     quad : Quadrature, optional
-        Gauss-Hermite orders (default ``Quadrature()``).
+        Expectation rule (default ``Quadrature()``: split rule).
     tol : float
         Tolerance on the max-norm of the undamped residual.
     max_iter : int
-        Budget of fixed-point-map evaluations.
+        Budget of coarse fixed-point-map evaluations (the fine stage takes at most 12).
     error_estimate : bool
         Also solve with ``quad.refined()`` and report the differences.
+    pin : bool
+        Pin the branch by symmetry (default). With ``pin=False`` all four
+        overlaps are free: started from the semantic branch with a small ``m``
+        this finds *mixed* fixed points (``m, theta > 0``), e.g. the one that
+        gradient descent from ``Q*`` reaches at ``alpha = 0.8``, ``omega = 0.3``.
 
     Returns
     -------
@@ -185,37 +209,46 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     Warns
     -----
     ConvergenceWarning
-        If the residual is above ``tol`` after ``max_iter`` evaluations
-        (the result then has ``converged=False``).
+        If the residual is above ``tol`` after the budget (the result then has
+        ``converged=False``).
     """
     alpha = check_positive("alpha", alpha)
     branch = check_choice("branch", branch, BRANCHES)
     tol = check_positive("tol", tol)
+    max_iter = check_int("max_iter", max_iter, 1)
     if params.L != 2 or params.r != 1:
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
     quad = quad or Quadrature()
     start = init if init is not None else initial_overlaps(branch, params)
     A = params.A_array
     free = (0, 1, 2, 3)
-    if branch == "positional":
+    if not pin:
+        pass
+    elif branch == "positional":
         start, free = replace(start, theta=0.0), (0, 1, 2)
     elif np.isclose(A[0, 0], A[1, 1]):
         start, free = replace(start, m=0.0), (0, 2, 3)
-    G = _FixedPointMap(params, alpha, quad)
-    ov = _find_fixed_point(G, start, free, tol, max_iter)
-    ov = _polish_with_global_search(G, ov, free, tol, max_iter)
-    res = float(np.abs(_residual(G, ov, free, global_search=True)).max())
-    converged = res <= 10 * tol
+    coarse = _Residual(_FixedPointMap(params, alpha, quad, fine=False), free, start)
+    x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
+    final = coarse
+    if quad.method == "split":
+        final = _Residual(_FixedPointMap(params, alpha, quad, fine=True), free, start)
+        x = _polish(final, coarse, x, tol)
+    r = final(x)
+    res = float(np.abs(r).max())
+    converged = res <= tol
     if not converged:
-        warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: residual {res:.2e} > tol",
-                      ConvergenceWarning, stacklevel=2)
-    hats, EM = G.hats(ov, global_search=True)
+        warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
+                      f"residual {res:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
+    ov = final.unpack(x)
+    hats, EM = final.G.hats(ov)
     s2 = params.sigma ** 2
-    ov_signed = replace(ov, m=abs(ov.m), theta=abs(ov.theta))
-    result = SEResult(alpha=alpha, branch=branch if init is None else branch, params=params, overlaps=ov_signed,
-                      hats=hats, m=abs(ov.m), theta=abs(ov.theta) / s2, qnorm=ov.q / s2,
+    result = SEResult(alpha=alpha, branch=branch, params=params,
+                      overlaps=replace(ov, m=abs(ov.m), theta=abs(ov.theta)), hats=hats,
+                      m=abs(ov.m), theta=abs(ov.theta) / s2, qnorm=ov.q / s2,
                       eps_g=generalization_error(ov, params, quad), eps_t=-free_entropy(ov, hats, EM, params, alpha),
-                      iterations=G.calls, residual=res, converged=converged, quadrature=quad)
+                      iterations=coarse.G.calls + (final.G.calls if final is not coarse else 0),
+                      residual=res, converged=converged, quadrature=quad)
     if error_estimate:
         fine = solve_state_evolution(params, alpha, branch, init=ov, quad=quad.refined(), tol=tol, max_iter=max_iter)
         keys = ("m", "theta", "qnorm", "eps_g", "eps_t")
@@ -223,41 +256,43 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     return result
 
 
-def _find_fixed_point(G, start: Overlaps, free: tuple, tol: float, max_iter: int) -> Overlaps:
-    pinned = start
-    f = lambda x: _residual(G, _unpack(x, free, pinned), free)
-    x0 = _pack(start, free)
+def _solve_coarse(f, x0, tol, max_iter):
     try:
         with np.errstate(all="ignore"):
             sol = scipy.optimize.root(f, x0, method="hybr", options=dict(xtol=tol * 1e-2, maxfev=max_iter))
         if np.all(np.isfinite(sol.x)) and np.abs(sol.fun).max() <= tol:
-            return _unpack(sol.x, free, pinned)
+            return sol.x
     except FloatingPointError:
-        pass
-    return _damped_iteration(G, start, free, tol, max(0, max_iter - G.calls))
-
-
-def _damped_iteration(G, ov: Overlaps, free: tuple, tol: float, budget: int, damping: float = 0.8) -> Overlaps:
-    x = _pack(ov, free)
-    for _ in range(budget):
-        r = _residual(G, _unpack(x, free, ov), free)
-        if not np.all(np.isfinite(r)):
-            raise FloatingPointError("state evolution produced a non-finite update")
+        f.G.calls += 0  # fall through to the damped iteration from the start
+    x = x0.copy()
+    for _ in range(max(0, max_iter - f.G.calls)):
+        r = f(x)
         if np.abs(r).max() <= tol:
             break
-        x = x + (1.0 - damping) * r
-    return _unpack(x, free, ov)
+        x = x + 0.2 * r
+    return x
 
 
-def _polish_with_global_search(G, ov: Overlaps, free: tuple, tol: float, max_iter: int) -> Overlaps:
-    """Re-solve from the fixed point with every proximal problem searched globally;
-    warm starts only find local minima, so this catches a branch switch."""
-    for _ in range(3):
-        before = G.warm
-        r = _residual(G, ov, free, global_search=True)
+def _jacobian(f, x, step=1e-6):
+    r0 = f(x)
+    J = np.empty((x.size, x.size))
+    for j in range(x.size):
+        e = np.zeros_like(x)
+        e[j] = step * max(1.0, abs(x[j]))
+        J[:, j] = (f(x + e) - r0) / e[j]
+    return J
+
+
+def _polish(fine, coarse, x, tol, max_steps=12):
+    """Broyden's method on the fine residual, started from the coarse Jacobian."""
+    J = _jacobian(coarse, x)
+    r = fine(x)
+    for _ in range(max_steps):
         if np.abs(r).max() <= tol:
-            return ov
-        ov = _find_fixed_point(G, ov, free, tol, G.calls + max_iter)
-        if before is not None and G.warm is not None and np.array_equal(before[0], G.warm[0]):
             break
-    return ov
+        dx = -np.linalg.solve(J, r)
+        x = x + dx
+        r_new = fine(x)
+        J = J + np.outer(r_new - r - J @ dx, dx) / (dx @ dx)
+        r = r_new
+    return x

@@ -8,15 +8,17 @@ attnlab's SCIENCE.md Sec. 5. Overlaps ``(q, m, V, theta)`` are the SE variables:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..params import ModelParams
+from ..params import ModelParams, check_choice, check_int
 from .channel import loss, proximal, teacher_diagonal
 from .quadrature import tensor_rule
+from .split_rule import SplitRule, split_expectations
 
-__all__ = ["Overlaps", "Hats", "Quadrature", "fields", "update_hats", "update_overlaps",
+__all__ = ["Overlaps", "Hats", "Quadrature", "fields", "channel_expectations", "gauss_hermite_expectations",
+           "hats_from_expectations", "update_overlaps",
            "generalization_error", "free_entropy", "SIGNS"]
 
 #: Signs ``s_l`` of the positional encodings ``p_l = s_l 1_d / sqrt(d)``.
@@ -48,26 +50,41 @@ class Hats:
 
 @dataclass(frozen=True)
 class Quadrature:
-    """Gauss-Hermite orders for the channel expectations.
+    """How the channel expectations are computed.
 
     Attributes
     ----------
-    order_xi : int
-        Points per dimension for the student noise ``xi = (xi_1, xi_2)``.
-    order_eta : int
-        Points per dimension for the teacher noise ``eta = (eta_1, eta_2)``.
+    method : {"split", "gauss-hermite"}
+        ``"split"`` (default): the discontinuity-aware rule of
+        :mod:`attnlab.theory.split_rule` for the final fixed point, after a
+        coarse tensor Gauss-Hermite solve. ``"gauss-hermite"``: tensor
+        Gauss-Hermite only (fast, for interactive use; its error on the
+        positional branch is of order 1e-2 at the default orders).
+    order_xi, order_eta : int
+        Gauss-Hermite points per dimension of the student noise ``xi`` and the
+        teacher noise ``eta`` (the coarse stage of ``"split"``).
+    split : SplitRule
+        Orders of the split rule.
     order_error : int
         Points per dimension for ``eps_g`` (smooth integrand: converges fast).
     """
 
-    order_xi: int = 24
-    order_eta: int = 12
+    method: str = "split"
+    order_xi: int = 8
+    order_eta: int = 6
+    split: SplitRule = field(default_factory=SplitRule)
     order_error: int = 24
+
+    def __post_init__(self):
+        check_choice("method", self.method, ("split", "gauss-hermite"))
+        for name in ("order_xi", "order_eta", "order_error"):
+            check_int(name, getattr(self, name), 2)
 
     def refined(self, factor: float = 1.5) -> "Quadrature":
         """A finer rule (orders multiplied by ``factor``), to estimate the quadrature error."""
         up = lambda o: int(np.ceil(o * factor))
-        return Quadrature(up(self.order_xi), up(self.order_eta), up(self.order_error))
+        return Quadrature(self.method, up(self.order_xi), up(self.order_eta), self.split.refined(factor),
+                          up(self.order_error))
 
 
 def fields(ov: Overlaps, rho: float, nodes: np.ndarray):
@@ -94,33 +111,52 @@ def fields(ov: Overlaps, rho: float, nodes: np.ndarray):
     return w1, w2, hs1, hs2, c
 
 
-def update_hats(ov: Overlaps, params: ModelParams, alpha: float, quad: Quadrature):
-    """Channel update: conjugates from overlaps (SCIENCE.md Sec. 5, "channel side").
+def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, warm=None):
+    """Channel expectations by tensor Gauss-Hermite (see :func:`channel_expectations`).
+
+    ``warm`` is an optional previous minimiser at the same nodes (local search
+    only); the second return value is this call's minimiser, for the next warm start.
+    """
+    nodes, weights = tensor_rule((quad.order_xi, quad.order_xi, quad.order_eta, quad.order_eta))
+    w1, w2, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes)
+    T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
+    h1, h2, M = proximal(w1, w2, T11, T22, ov.V, params.sigma, warm=warm)
+    f1, f2 = (h1 - w1) / ov.V, (h2 - w2) / ov.V
+    xi1, xi2, eta1, eta2 = nodes
+    E = lambda g: float(weights @ g)
+    out = dict(f_s=E(SIGNS[0] * f1 + SIGNS[1] * f2), f_sq=E(f1 ** 2 + f2 ** 2), f_xi=E(f1 * xi1 + f2 * xi2),
+               f_eta=E(f1 * eta1 + f2 * eta2), M=E(M), nodes=int(weights.size))
+    return out, (h1, h2)
+
+
+def channel_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, fine: bool = True) -> dict:
+    """Expectations over ``xi, eta`` of the proximal quantities, ``f = (h_prox - w) / V``.
+
+    Returns
+    -------
+    dict
+        ``f_s = E[sum_l s_l f_l]``, ``f_sq = E[sum_l f_l^2]``, ``f_xi = E[sum_l f_l xi_l]``,
+        ``f_eta = E[sum_l f_l eta_l]``, ``M = E[M]`` (Moreau envelope) and ``nodes``.
+        With ``fine=False`` or ``quad.method == "gauss-hermite"`` by tensor
+        Gauss-Hermite, otherwise by the split rule.
+    """
+    if fine and quad.method == "split":
+        return split_expectations(ov, params, quad.split)
+    return gauss_hermite_expectations(ov, params, quad)[0]
+
+
+def hats_from_expectations(ex: dict, ov: Overlaps, params: ModelParams, alpha: float) -> Hats:
+    """Channel update (SCIENCE.md Sec. 5, "channel side"):
 
     ``mhat = alpha E[sum_l s_l f_l]``, ``qhat = alpha E[sum_l f_l^2]``,
     ``thetahat = alpha E[sum_l f_l eta_l] / c``,
     ``Vhat = -alpha E[sum_l f_l xi_l] / sqrt(q) + theta thetahat / q``,
-    with ``f = (h_prox - w) / V``.
-
-    Returns
-    -------
-    hats : Hats
-    EM : float
-        ``E[M]``, the expected Moreau envelope (for the free entropy).
+    with ``c = sqrt(rho - theta^2 / q)``.
     """
-    rho = params.sigma ** 2
-    nodes, weights = tensor_rule((quad.order_xi, quad.order_xi, quad.order_eta, quad.order_eta))
-    w1, w2, hs1, hs2, c = fields(ov, rho, nodes)
-    T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
-    h1, h2, M = proximal(w1, w2, T11, T22, ov.V, params.sigma)
-    f1, f2 = (h1 - w1) / ov.V, (h2 - w2) / ov.V
-    E = lambda g: float(weights @ g)
-    xi1, xi2, eta1, eta2 = nodes
-    mhat = alpha * E(SIGNS[0] * f1 + SIGNS[1] * f2)
-    qhat = alpha * E(f1 ** 2 + f2 ** 2)
-    thetahat = alpha * E(f1 * eta1 + f2 * eta2) / c
-    Vhat = -alpha * E(f1 * xi1 + f2 * xi2) / np.sqrt(ov.q) + ov.theta * thetahat / ov.q
-    return Hats(qhat=qhat, mhat=mhat, Vhat=Vhat, thetahat=thetahat), E(M)
+    c = np.sqrt(params.sigma ** 2 - ov.theta ** 2 / ov.q)
+    thetahat = alpha * ex["f_eta"] / c
+    return Hats(qhat=alpha * ex["f_sq"], mhat=alpha * ex["f_s"],
+                Vhat=-alpha * ex["f_xi"] / np.sqrt(ov.q) + ov.theta * thetahat / ov.q, thetahat=thetahat)
 
 
 def update_overlaps(hats: Hats, params: ModelParams) -> Overlaps:

@@ -42,7 +42,7 @@ def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
 
 
 def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
-             tol: float = 1e-8, progress: bool = False) -> list[SEResult]:
+             tol: float = 1e-7, progress: bool = False) -> list[SEResult]:
     """Fixed points along ``alphas`` on one branch, each warm-started from the previous one.
 
     Parameters
@@ -123,7 +123,7 @@ def _bracketed_root(fun, grid, xtol):
 
 
 def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
-                    quad: Quadrature | None = None, tol: float = 1e-8) -> Transition:
+                    quad: Quadrature | None = None, tol: float = 1e-7) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
 
     Parameters

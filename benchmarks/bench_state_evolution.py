@@ -1,0 +1,94 @@
+"""Benchmark the state-evolution solver, and compare it with a plain reference.
+
+1. attnlab: one fixed point per branch (split rule and Gauss-Hermite rule),
+   alpha_c/alpha_l for one omega, a phase diagram over a few omegas.
+2. A plain reference of the same channel update done the usual slow way: one
+   ``scipy.optimize.minimize`` per quadrature node (multi-start, for the
+   global minimiser) and nested 1-D Gauss-Hermite loops. At the same rule the
+   two compute the same numbers, so this is a ratio at equal accuracy.
+
+Run: ``python benchmarks/bench_state_evolution.py [--quick]``.
+"""
+import argparse
+import time
+
+import numpy as np
+import scipy.optimize
+from numpy.polynomial.hermite_e import hermegauss
+from scipy.special import expit
+
+from attnlab import ModelParams
+from attnlab.theory import Quadrature, find_transition, phase_diagram, solve_state_evolution
+from attnlab.theory.state_evolution import Overlaps, gauss_hermite_expectations
+
+
+def reference_expectations(ov, params, order_xi, order_eta):
+    """Nested loops over a tensor Gauss-Hermite rule, one scipy minimisation per node."""
+    s2 = params.sigma ** 2
+    A = params.A_array
+    xg, xw = hermegauss(order_xi)
+    eg, ew = hermegauss(order_eta)
+    xw, ew = xw / xw.sum(), ew / ew.sum()
+    c = np.sqrt(s2 - ov.theta ** 2 / ov.q)
+    sq = np.sqrt(ov.q)
+    acc = np.zeros(5)
+
+    def loss(h, T11, T22):
+        d = h[0] - h[1]
+        return s2 * ((expit(h[0] * d) - T11) ** 2 + (expit(-h[1] * d) - T22) ** 2)
+
+    starts = [np.array(v) for v in [(0, 0), (1, 1), (-1, -1), (1, -1), (-1, 1), (2, 0), (-2, 0), (0, 2), (0, -2)]]
+    for i1, x1 in enumerate(xg):
+        for i2, x2 in enumerate(xg):
+            for j1, e1 in enumerate(eg):
+                for j2, e2 in enumerate(eg):
+                    wt = xw[i1] * xw[i2] * ew[j1] * ew[j2]
+                    w = np.array([sq * x1 + ov.m, sq * x2 - ov.m])
+                    hs = np.array([ov.theta / sq * x1 + c * e1, ov.theta / sq * x2 + c * e2])
+                    dd = hs[0] - hs[1]
+                    T11 = (1 - params.omega) * expit(hs[0] * dd) + params.omega * A[0, 0]
+                    T22 = (1 - params.omega) * expit(-hs[1] * dd) + params.omega * A[1, 1]
+                    F = lambda h: ((h - w) ** 2).sum() / (2 * ov.V) + loss(h, T11, T22)
+                    best = min((scipy.optimize.minimize(F, w + s, method="BFGS") for s in starts), key=lambda r: r.fun)
+                    f = (best.x - w) / ov.V
+                    acc += wt * np.array([f[0] - f[1], (f ** 2).sum(), f[0] * x1 + f[1] * x2,
+                                          f[0] * e1 + f[1] * e2, best.fun])
+    return dict(zip(["f_s", "f_sq", "f_xi", "f_eta", "M"], acc))
+
+
+def timed(fn, *a, **k):
+    t = time.perf_counter()
+    out = fn(*a, **k)
+    return out, time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="skip the phase diagram")
+    args = ap.parse_args()
+    p = ModelParams(omega=0.3)
+    print("== one fixed point (alpha = 1.0)")
+    for method in ("split", "gauss-hermite"):
+        for branch in ("semantic", "positional"):
+            res, t = timed(solve_state_evolution, p, 1.0, branch, quad=Quadrature(method=method))
+            print(f"{method:>13} {branch:>10}: {t:6.2f} s, {res.iterations} map evaluations, converged={res.converged}")
+    print("== alpha_c and alpha_l at omega = 0.3")
+    for method in ("split", "gauss-hermite"):
+        tr, t = timed(find_transition, p, quad=Quadrature(method=method))
+        print(f"{method:>13}: alpha_c={tr.alpha_c:.4f} alpha_l={tr.alpha_l:.4f} in {t:.1f} s")
+    if not args.quick:
+        omegas = np.linspace(0.0, 0.5, 10)
+        rows, t = timed(phase_diagram, p, omegas, quad=Quadrature(method="gauss-hermite"))
+        print(f"== 10-omega phase diagram (gauss-hermite rule): {t:.1f} s")
+    print("== channel update at equal accuracy: attnlab vs plain reference (Gauss-Hermite 6 x 6 x 4 x 4)")
+    ov = Overlaps(q=0.06, m=0.0, V=15.0, theta=0.07)
+    quad = Quadrature(method="gauss-hermite", order_xi=6, order_eta=4)
+    fast, t_fast = timed(gauss_hermite_expectations, ov, p, quad)
+    ref, t_ref = timed(reference_expectations, ov, p, 6, 4)
+    diff = max(abs(fast[0][k] - ref[k]) / max(abs(ref[k]), 1e-12) for k in ref)
+    print(f"attnlab {t_fast * 1e3:.1f} ms, reference {t_ref:.1f} s, ratio {t_ref / t_fast:.0f}x, "
+          f"max relative difference {diff:.1e}")
+
+
+if __name__ == "__main__":
+    main()
