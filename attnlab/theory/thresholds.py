@@ -14,7 +14,7 @@ import numpy as np
 import scipy.optimize
 from numpy.polynomial.hermite_e import hermegauss
 
-from ..params import ModelParams, check_positive
+from ..params import ModelParams, check_int, check_positive
 from .channel import teacher_diagonal
 from .solver import SEResult, solve_state_evolution
 from .state_evolution import Quadrature
@@ -122,9 +122,30 @@ def _bracketed_root(fun, grid, xtol):
     return float("nan")
 
 
+def _refine_root(fun, guess, xtol, lo, hi, step=0.05):
+    """Brent's method on a bracket grown around ``guess`` (within ``[lo, hi]``)."""
+    a, b = max(lo, guess - step), min(hi, guess + step)
+    fa, fb = fun(a), fun(b)
+    while fa * fb > 0 and (a > lo or b < hi):
+        step *= 2
+        if abs(fa) < abs(fb):
+            a = max(lo, a - step)
+            fa = fun(a)
+        else:
+            b = min(hi, b + step)
+            fb = fun(b)
+    if fa * fb > 0:
+        return float("nan")
+    return scipy.optimize.brentq(fun, a, b, xtol=xtol)
+
+
 def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
                     quad: Quadrature | None = None, tol: float = 1e-7) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
+
+    With the split rule (the default ``Quadrature``) the roots are first
+    bracketed with the fast Gauss-Hermite rule, then refined with the split
+    rule on a small bracket around them.
 
     Parameters
     ----------
@@ -135,26 +156,47 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
         Points of the bracketing grid (geometric from ``alpha_max / 20``).
     xtol : float
         Absolute tolerance of the roots in ``alpha``.
+    quad : Quadrature, optional
+    tol : float
+        Tolerance of each fixed point.
 
     Returns
     -------
     Transition
         Roots not found in the interval are ``nan``.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha_max <= 0``, ``xtol <= 0`` or ``grid_points < 3``.
     """
     alpha_max = check_positive("alpha_max", alpha_max)
     xtol = check_positive("xtol", xtol)
-    sem = _BranchCache(params, "semantic", quad, tol)
-    pos = _BranchCache(params, "positional", quad, tol)
-    grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
-    alpha_c = _bracketed_root(lambda a: sem(a).eps_t - pos(a).eps_t, grid, xtol)
+    grid_points = check_int("grid_points", grid_points, 3)
+    quad = quad or Quadrature()
     eps_lin = linear_baseline_error(params)
-    if np.isnan(alpha_c):
-        alpha_l = float("nan")
-    elif sem(alpha_c).eps_g < eps_lin:
-        alpha_l = alpha_c
-    else:
-        above = [alpha_c] + [a for a in grid if a > alpha_c]
-        alpha_l = _bracketed_root(lambda a: sem(a).eps_g - eps_lin, above, xtol)
+    grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
+    fast = Quadrature(method="gauss-hermite", order_xi=quad.order_xi, order_eta=quad.order_eta,
+                      order_error=quad.order_error)
+    stages = [fast] if quad.method == "gauss-hermite" else [fast, quad]
+    alpha_c = alpha_l = float("nan")
+    for k, rule in enumerate(stages):
+        sem = _BranchCache(params, "semantic", rule, tol)
+        pos = _BranchCache(params, "positional", rule, tol)
+        gap = lambda a: sem(a).eps_t - pos(a).eps_t
+        above_lin = lambda a: sem(a).eps_g - eps_lin
+        if k == 0:
+            alpha_c = _bracketed_root(gap, grid, xtol)
+        elif not np.isnan(alpha_c):
+            alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
+        if np.isnan(alpha_c):
+            alpha_l = float("nan")
+        elif sem(alpha_c).eps_g < eps_lin:
+            alpha_l = alpha_c
+        elif k == 0:
+            alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
+        elif not np.isnan(alpha_l):
+            alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params)
 
 
