@@ -1,10 +1,13 @@
-"""Benchmark: one full-batch GD step at d = 1000, n = 2000 (alpha = 2).
+"""Benchmarks of the trainers at d = 1000, n = 2000 (alpha = 2).
 
-Compares, side by side in one run, attnlab's exact sufficient-statistics risk
-(``AttentionRisk``: touches X only through h = XQ/sqrt(d) and X^T dR/dh) with a
-naive autograd step that materialises ``S @ X`` of shape (n, L, d).
+1. One full-batch GD step: attnlab's exact sufficient-statistics risk
+   (``AttentionRisk``: touches X only through h = XQ/sqrt(d) and
+   X^T dR/dh, hand-written gradient) against a naive autograd step that
+   materialises ``S @ X`` of shape (n, L, d), side by side in one run.
+2. A full minimisation with the fast optimiser (L-BFGS after a GD warm-up)
+   from both inits, and plain GD (5000 steps, lr 0.15) for comparison.
 
-Run: ``python benchmarks/bench_gd_step.py``.
+Run: ``python benchmarks/bench_training.py``.
 """
 import math
 import time
@@ -16,6 +19,7 @@ from attnlab.attention import softmax_attention
 from attnlab.data import make_problem
 from attnlab.objective import AttentionRisk
 from attnlab.params import ModelParams
+from attnlab.training import minimize_risk
 
 
 def naive_step(X, Y, Q, lam, lr):
@@ -58,6 +62,15 @@ def main():
                               rtol=1e-4 if dtype == "float32" else 1e-9, atol=0)
         print(f"{dtype}: fast {t_fast * 1e3:.2f} ms, naive {t_naive * 1e3:.2f} ms, "
               f"ratio {t_naive / t_fast:.1f}x, same step: {same}")
+    for init in ("random", "semantic"):
+        t = time.perf_counter()
+        res = minimize_risk(data, p.lam, init=init, method="lbfgs", progress=False)
+        t_lbfgs = time.perf_counter() - t
+        t = time.perf_counter()
+        gd = minimize_risk(data, p.lam, init=init, method="gd", progress=False)
+        t_gd = time.perf_counter() - t
+        print(f"{init:>9} init: L-BFGS {t_lbfgs:.1f} s ({res.steps} steps, eps_t={res.eps_t:.6g}), "
+              f"GD {t_gd:.1f} s (5000 steps, eps_t={gd.eps_t:.6g}), ratio {t_gd / t_lbfgs:.1f}x")
 
 
 if __name__ == "__main__":
