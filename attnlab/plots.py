@@ -10,7 +10,8 @@ import numpy as np
 
 __all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
-           "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention"]
+           "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
+           "INIT_KINDS", "plot_simulation_runs", "plot_se_table"]
 
 #: One colour per concept, kept across the whole book.
 COLORS = {
@@ -237,8 +238,11 @@ def plot_branch_bars(values, ax=None, ylabel=None, title=None, highlight=None):
     ax = new_axes(ax, figsize=(3.2, 3.0))
     keys = [k for k in ("positional", "semantic", "linear") if k in values]
     vals = [values[k] for k in keys]
-    bars = ax.bar(range(len(keys)), vals, color=[COLORS[k] for k in keys], alpha=0.85,
-                  edgecolor=["black" if k == highlight else "none" for k in keys], linewidth=2)
+    bars = ax.bar(range(len(keys)), vals, color=[COLORS[k] for k in keys], alpha=0.85, linewidth=0)
+    for bar, k in zip(bars, keys):
+        if k == highlight:
+            bar.set_edgecolor("black")
+            bar.set_linewidth(2.0)
     ax.set_xticks(range(len(keys)), [_BRANCH_LABELS[k] for k in keys], fontsize=8)
     for b, v in zip(bars, vals):
         ax.annotate(f"{v:.3g}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
@@ -302,3 +306,78 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
     attn = np.asarray(attn, dtype=float)
     return plot_attention_matrix(attn, ax=ax, kind=kind, title=title, labels=labels, annotate=False,
                                  vmax=float(attn.max()))
+
+
+#: Colour key of each initialisation: the minimum that gradient descent reaches from it.
+INIT_KINDS = {"random": "positional", "positional": "positional", "semantic": "semantic"}
+
+
+def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt="GD, {} init",
+                         marker="o", filled=True, select=None):
+    """Mean and standard error over seeds of finite-``d`` runs, one series per ``by`` value.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns as returned by :func:`attnlab.reproduce.load_results` (or built
+        from :class:`attnlab.SimulationResult` objects): at least ``x``, ``y``, ``by``.
+    y : str
+        Column to plot (e.g. ``"m"``, ``"theta"``, ``"eps_t"``, ``"eps_g"``).
+    ax : matplotlib Axes, optional
+    x : str
+        Column on the abscissa.
+    by : str
+        Column that splits the runs into series (colour from :data:`INIT_KINDS`
+        when ``by == "init"``).
+    absolute : bool
+        Plot ``|y|`` (overlaps are defined up to a sign).
+    label_fmt : str
+        Legend label, formatted with the series value.
+    marker : str
+    filled : bool
+    select : ndarray of bool, optional
+        Rows to use.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    sel = np.ones(len(runs[x]), dtype=bool) if select is None else np.asarray(select, dtype=bool)
+    for group in sorted(set(runs[by][sel].tolist())):
+        rows = sel & (runs[by] == group)
+        xs = np.unique(runs[x][rows])
+        vals = [runs[y][rows & (runs[x] == v)] for v in xs]
+        vals = [np.abs(v) if absolute else v for v in vals]
+        mean = np.array([v.mean() for v in vals])
+        sem = np.array([v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0.0 for v in vals])
+        kind = INIT_KINDS.get(group, group) if by == "init" else group
+        plot_points(xs, mean, kind, ax=ax, yerr=sem, label=label_fmt.format(group), marker=marker, filled=filled)
+    return ax
+
+
+def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
+    """State-evolution curves from a table with a ``branch`` column, one line per branch.
+
+    Parameters
+    ----------
+    theory : dict of str to ndarray
+        Columns ``branch``, ``x``, ``y`` (e.g. :func:`attnlab.reproduce.load_results`
+        with ``table="theory"``).
+    y : str
+    ax : matplotlib Axes, optional
+    x : str
+    style : str
+    label_prefix : str
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    xs, ys = {}, {}
+    for branch in ("positional", "semantic"):
+        rows = theory["branch"] == branch
+        if rows.any():
+            order = np.argsort(theory[x][rows])
+            xs[branch], ys[branch] = theory[x][rows][order], theory[y][rows][order]
+    return plot_branch_curves(xs, ys, ax=ax, style=style, label_prefix=label_prefix, xlabel=None)

@@ -20,6 +20,7 @@ Source of the model: Cui et al. 2024 (arXiv:2402.03902), Sec. 2 and Result 4.2.
 from __future__ import annotations
 
 import html
+import io
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -132,12 +133,23 @@ class LiveFigure:
         return {k: w.value for k, w in self.sliders.items()}
 
     def render(self):
-        """Draw the figure for the current values; returns it (closed for pyplot)."""
+        """Draw the figure for the current values, as a PNG image (the pyplot figure is closed).
+
+        Returns
+        -------
+        IPython.display.Image
+            An ``image/png`` output whatever the matplotlib backend (the
+            static book and nbval runs may use a non-inline backend).
+        """
+        from IPython.display import Image
+
         t0 = time.perf_counter()
         fig = self.draw(**self.values())
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
         plt.close(fig)
         self.last_seconds = time.perf_counter() - t0
-        return fig
+        return Image(data=buf.getvalue(), format="png")
 
     def show(self):
         """Display the panel and the figure for the current values; wire the sliders."""

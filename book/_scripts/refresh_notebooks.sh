@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Re-create the committed chapter notebooks from their MyST sources and execute them,
+# so that the outputs stored in book/*.ipynb (what nbval compares against, and what
+# GitHub/Colab show before running) are those of a fresh run.
+#   book/_scripts/refresh_notebooks.sh                 # all chapters
+#   book/_scripts/refresh_notebooks.sh 03_gradient_descent 06_phase_transition
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then
+  names=($(cd book/md && ls *.md | sed 's/\.md$//'))
+fi
+for name in "${names[@]}"; do
+  jupytext --sync "book/md/${name}.md" >/dev/null
+  start=$(date +%s)
+  python - "book/${name}.ipynb" <<'PY'
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+path = Path(sys.argv[1])
+nb = nbformat.read(path, as_version=4)
+NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=False,
+               resources={"metadata": {"path": str(path.parent)}}).execute()
+for cell in nb.cells:                      # no run-specific metadata in the committed file
+    cell.metadata.pop("execution", None)
+nb.metadata.pop("widgets", None)
+nbformat.write(nb, path)
+PY
+  echo "${name}: executed in $(( $(date +%s) - start )) s"
+done

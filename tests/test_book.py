@@ -1,0 +1,197 @@
+"""Consistency of the executable book: pairing, install cells, configuration, bibliography.
+
+These tests read files only (no notebook is executed here; ``python -m pytest`` runs the
+notebooks themselves under nbval, see ``[tool.pytest.ini_options]`` in pyproject.toml).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+jupytext = pytest.importorskip("jupytext")
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+MD = BOOK / "md"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+NOTEBOOKS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+SOURCES = sorted(MD.glob("*.md"))
+REPO_URL = CONFIG["repository"]["url"]
+
+
+def _cells(path: Path) -> list[tuple]:
+    """(cell type, stripped source, tags) of every cell, read with jupytext."""
+    nb = jupytext.read(path)
+    return [(c.cell_type, c.source.strip(), tuple(c.metadata.get("tags", ()))) for c in nb.cells]
+
+
+def _first_code_cell(path: Path) -> str:
+    nb = jupytext.read(path)
+    return next(c for c in nb.cells if c.cell_type == "code")
+
+
+def _toc_files(node) -> list[str]:
+    out = []
+    if isinstance(node, dict):
+        if "file" in node:
+            out.append(node["file"])
+        for v in node.values():
+            out += _toc_files(v)
+    elif isinstance(node, list):
+        for v in node:
+            out += _toc_files(v)
+    return out
+
+
+# --------------------------------------------------------------------------- pairing
+
+def test_there_are_chapters():
+    assert len(NOTEBOOKS) >= 8, [p.name for p in NOTEBOOKS]
+
+
+def test_every_md_has_its_ipynb_and_vice_versa():
+    md = {p.stem for p in SOURCES}
+    nb = {p.stem for p in NOTEBOOKS}
+    assert md == nb, f"only .md: {sorted(md - nb)}; only .ipynb: {sorted(nb - md)}"
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_md_and_ipynb_have_identical_cells(nb_path):
+    md_path = MD / (nb_path.stem + ".md")
+    a, b = _cells(md_path), _cells(nb_path)
+    assert len(a) == len(b), f"{nb_path.name}: {len(b)} cells, {md_path.name}: {len(a)} cells (run jupytext --sync)"
+    for i, (ca, cb) in enumerate(zip(a, b)):
+        assert ca == cb, f"cell {i} differs between {md_path.name} and {nb_path.name} (run jupytext --sync)"
+
+
+def test_jupytext_pairing_config():
+    text = (ROOT / "jupytext.toml").read_text()
+    assert re.search(r'formats\s*=\s*"book///ipynb,book/md///md:myst"', text)
+
+
+def test_md_sources_are_not_documents():
+    # Only the notebooks are built: no duplicate-document warnings, launch buttons open .ipynb.
+    assert "book/md/**" in CONFIG["exclude_patterns"]
+    assert CONFIG.get("only_build_toc_files") is True
+    toc = _toc_files(TOC) + [TOC["root"]]
+    assert not any(f.startswith("book/md/") for f in toc)
+    chapters = {f"book/{p.stem}" for p in NOTEBOOKS}
+    assert chapters <= set(toc), sorted(chapters - set(toc))
+
+
+# --------------------------------------------------------------------------- install cell / URL
+
+def test_repository_url_is_set_once():
+    assert REPO_URL.startswith("https://github.com/")
+    lb = CONFIG["launch_buttons"]
+    assert lb["colab_url"] and lb["binderhub_url"] and lb["thebe"]
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_first_code_cell_installs_attnlab_from_the_book_repository(nb_path):
+    cell = _first_code_cell(nb_path)
+    src = cell.source
+    assert "import attnlab" in src and "except ImportError" in src, src
+    urls = re.findall(r"git\+(https://[^\s\"']+)", src)
+    assert urls == [REPO_URL], f"{nb_path.name} installs from {urls}, _config.yml says {REPO_URL}"
+    assert re.search(r"%pip install", src)
+    assert "hide-output" in cell.metadata.get("tags", [])
+
+
+# --------------------------------------------------------------------------- chapter structure
+
+@pytest.mark.parametrize("md_path", SOURCES, ids=lambda p: p.stem)
+def test_chapter_has_goals_exercises_and_folded_solutions(md_path):
+    text = md_path.read_text()
+    assert "Learning goals" in text
+    exercises = re.findall(r"^:{3,}\{exercise\}", text, flags=re.M)
+    solutions = re.findall(r"^:{3,}\{solution\} (\S+)\n:class: dropdown", text, flags=re.M)
+    labels = re.findall(r"^:{3,}\{exercise\}\n:label: (\S+)", text, flags=re.M)
+    assert len(exercises) >= 3, f"{md_path.name}: {len(exercises)} exercises"
+    assert sorted(solutions) == sorted(labels), f"{md_path.name}: every exercise needs a dropdown solution"
+
+
+@pytest.mark.parametrize("md_path", SOURCES, ids=lambda p: p.stem)
+def test_full_scale_switch_and_checked_numbers(md_path):
+    if md_path.stem.startswith("00_"):
+        return
+    text = md_path.read_text()
+    assert re.search(r"^FULL_SCALE = False", text, flags=re.M), md_path.name
+    assert "# NBVAL_CHECK_OUTPUT" in text, md_path.name
+
+
+def test_exercise_labels_are_unique():
+    labels = []
+    for p in SOURCES:
+        labels += re.findall(r"^:label: (\S+)", p.read_text(), flags=re.M)
+    dup = {x for x in labels if labels.count(x) > 1}
+    assert not dup, dup
+
+
+# --------------------------------------------------------------------------- committed outputs
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_notebook_is_executed_and_clean(nb_path):
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(nb_path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), f"{nb_path.name} is not fully executed"
+    checked = [c for c in code if c.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")]
+    assert all(c.outputs for c in checked), f"{nb_path.name}: a checked cell has no stored output"
+    for c in code:
+        for out in c.outputs:
+            assert out.output_type != "error", f"{nb_path.name}: stored error output"
+            assert not (out.output_type == "stream" and out.name == "stderr"), \
+                f"{nb_path.name}: stderr output {out.text[:200]!r}"
+            text = out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+            assert not re.search(r"0x[0-9a-f]{8,}", text), f"{nb_path.name}: memory address in an output"
+    assert "widgets" not in nb.metadata, f"{nb_path.name}: stored widget state (use the refresh script)"
+
+
+# --------------------------------------------------------------------------- config and bibliography
+
+def test_execution_settings():
+    ex = CONFIG["execute"]
+    assert ex["execute_notebooks"] == "cache"
+    assert ex["timeout"] >= 60 and ex["raise_on_error"] is True and ex["allow_errors"] is False
+    overrides = CONFIG["sphinx"]["config"]["nb_mime_priority_overrides"]
+    assert ["html", "application/vnd.jupyter.widget-view+json", 35] in overrides
+
+
+def test_bibliography_parses_and_has_the_paper():
+    pybtex = pytest.importorskip("pybtex.database")
+    db = pybtex.parse_file(str(ROOT / "references.bib"))
+    cui = db.entries["cui2024phase"]
+    assert cui.fields["eprint"] == "2402.03902"
+    assert "positional and semantic" in cui.fields["title"]
+    assert [str(p) for p in cui.persons["author"]][0].startswith("Cui")
+
+
+def test_every_citation_is_in_the_bibliography():
+    pybtex = pytest.importorskip("pybtex.database")
+    keys = set(pybtex.parse_file(str(ROOT / "references.bib")).entries)
+    used = set()
+    for p in list(SOURCES) + sorted((BOOK / "appendix").glob("*.md")):
+        for group in re.findall(r"\{cite(?::[tp])?\}`([^`]+)`", p.read_text()):
+            used |= {k.strip() for k in group.split(",")}
+    assert used and used <= keys, sorted(used - keys)
+
+
+# --------------------------------------------------------------------------- widgets
+
+def test_widget_panel_has_static_html_and_png_figure():
+    pytest.importorskip("ipywidgets")
+    from attnlab.widgets import teacher_explorer
+
+    live = teacher_explorer(show=False)
+    bundle = live.panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "<input type=\"range\"" in bundle["text/html"] and "disabled" in bundle["text/html"]
+    img = live.render()
+    assert img.data[:8] == b"\x89PNG\r\n\x1a\n"
+    live.sliders["omega"].value = 1.0  # redraw path (no display handle outside a kernel)
+    assert live.values()["omega"] == 1.0
