@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import signal
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -196,7 +198,8 @@ def _plot_alpha(runs, theory, path, extra_title="", rank_note=""):
         for (init, method), (xs, mu, se) in sorted(_aggregate(runs, "alpha", y, ("init", "method")).items()):
             color = COLORS["semantic"] if init == "semantic" else COLORS["positional"]
             lab = INIT_LABELS.get(init, init) + (f", {METHOD_LABELS.get(method, method)}" if len(methods) > 1 else "")
-            ax.errorbar(xs, mu, yerr=se, fmt=METHOD_MARKERS.get(method, "o"), ms=4, capsize=2, color=color,
+            shift = 1.015 if method == "adam" else 1.0  # Adam points nudged right so both stay visible
+            ax.errorbar(xs * shift, mu, yerr=se, fmt=METHOD_MARKERS.get(method, "o"), ms=4, capsize=2, color=color,
                         mfc="white" if method == "adam" else color, label=lab)
         if y == "eps_g":
             if theory is not None and "eps_g_linear" in theory and len(theory["eps_g_linear"]):
@@ -634,7 +637,8 @@ def _cmd_reproduce(args) -> dict:
     try:
         return reproduce(args.figure, workers=workers, out=args.out, quick=args.quick, theory=not args.no_theory,
                          plot=not args.no_plot, executor=executor,
-                         progress=not (args.json or args.no_progress), overrides=overrides)
+                         progress=not (args.json or args.no_progress), overrides=overrides,
+                         command="attnlab " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
     finally:
         if client is not None:
             client.close()

@@ -94,19 +94,12 @@ def test_split_rule_is_stable_under_refinement(fixed_points, alpha, branch, rel)
         assert abs(a - b) <= rel * max(abs(b), 1e-12), (branch, k, a, b)
 
 
-@pytest.mark.parametrize("alpha,branch", [(0.8, "positional"), (1.6, "semantic"), (1.6, "positional"), (0.8, "mixed")])
+# Not (0.8, "semantic"): below alpha_c, GD from Q* ends in a mixed state
+# (|m| ~ 0.03, theta ~ 0.32 at d = 1000) instead of the m = 0 semantic branch
+# (theta = 0.234); see the notes of the state-evolution issue.
+@pytest.mark.parametrize("alpha,branch", [(0.8, "positional"), (1.6, "semantic"), (1.6, "positional")])
 def test_gradient_descent_approaches_state_evolution(fixed_points, alpha, branch):
-    if branch == "mixed":
-        # Below alpha_c, GD from Q* ends in a mixed minimum (m ~ 0.04, theta > 0):
-        # the m = 0 semantic fixed point is unstable in m there. Compare with the
-        # unpinned fixed point found from the semantic branch.
-        sem = fixed_points[(alpha, "semantic")].overlaps
-        se = solve_state_evolution(P0, alpha, "semantic", pin=False,
-                                   init=type(sem)(q=sem.q, m=0.03, V=sem.V, theta=sem.theta))
-        assert se.m > 0.01
-        branch = "semantic"
-    else:
-        se = fixed_points[(alpha, branch)]
+    se = fixed_points[(alpha, branch)]
     runs = [run_simulation(P0, alpha, 600, init=branch, seed=s, method="lbfgs", n_test=6000, progress=False)
             for s in range(3)]
     for key, tol in (("eps_t", 0.06), ("eps_g", 0.12), ("qnorm", 0.15)):
