@@ -528,7 +528,8 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
         todo += pending
         skipped.append(len(sw.specs) - len(pending))
         total += len(sw.specs)
-    sessions = [_start_session(sw, command, started, executor, workers, len(sw.specs)) for sw in sweeps]
+    sessions = [_start_session(sw, command, started, executor, workers, len(sw.specs), len(sw.specs) - k)
+                for sw, k in zip(sweeps, skipped)]
     completed = [0] * len(sweeps)
     failures: list[tuple[Sweep, dict, BaseException]] = []
     index = {id(sw): i for i, sw in enumerate(sweeps)}
@@ -604,16 +605,22 @@ def _executor_name(executor, workers) -> str:
     return type(executor).__module__ + "." + type(executor).__name__
 
 
-def _start_session(sw: Sweep, command, started, executor, workers, n_specs) -> dict:
+#: Code-provenance keys, recorded per session; the file's top level repeats those of the last
+#: session that computed rows.
+CODE_KEYS = ("attnlab_version", "git_commit", "git_dirty", "python", "numpy", "torch", "platform", "cpu_count")
+
+
+def _start_session(sw: Sweep, command, started, executor, workers, n_specs, n_pending) -> dict | None:
+    """Append a session to the provenance, or ``None`` if nothing is to be run (the files stay untouched)."""
+    if n_pending == 0:
+        return None
     prov = read_provenance(sw.path) or {}
     for s in prov.get("sessions", []):
         if s.get("status") == "running":
             s["status"] = "interrupted"
-    code = code_provenance()
     session = dict(command=command, started_utc=started, finished_utc=None, runtime_seconds=0.0,
-                   executor=_executor_name(executor, workers), runs_in_sweep=n_specs, runs_completed=0,
-                   status="running", git_commit=code["git_commit"], git_dirty=code["git_dirty"])
-    prov.update(code)
+                   executor=_executor_name(executor, workers), runs_in_sweep=n_specs, runs_pending=n_pending,
+                   runs_completed=0, status="running", **code_provenance())
     prov["csv"] = sw.path.name
     if sw.description:
         prov["description"] = sw.description
@@ -625,21 +632,34 @@ def _start_session(sw: Sweep, command, started, executor, workers, n_specs) -> d
     return session
 
 
-def _update_session(sw: Sweep, session: dict, completed: int, status: str, t0: float) -> None:
+def _update_session(sw: Sweep, session: dict | None, completed: int, status: str, t0: float) -> None:
+    if session is None:
+        return
     session.update(runs_completed=completed, status=status, runtime_seconds=round(time.perf_counter() - t0, 2),
                    finished_utc=_utc_now())
     _write_provenance(sw)
 
 
+def _summarise_provenance(prov: dict, rows: list, specs: list | None = None) -> dict:
+    """Fill the top-level summary of a provenance dict from its sessions and the CSV rows."""
+    sessions = prov.get("sessions", [])
+    producing = [s for s in sessions if s.get("runs_completed")] or sessions
+    if producing:
+        prov.update({k: producing[-1][k] for k in CODE_KEYS if k in producing[-1]})
+        last = producing[-1]
+        prov["date"] = last.get("finished_utc") or last.get("started_utc")
+    prov["n_rows"] = len(rows)
+    prov["seeds"] = sorted({int(float(r["seed"])) for r in rows if r.get("seed") not in (None, "")})
+    if specs is not None:
+        prov["sweep_complete"] = {spec_key(s) for s in specs} <= {r.get("run_id") for r in rows}
+    prov["runtime_seconds_total"] = round(sum(s.get("runtime_seconds") or 0 for s in sessions), 2)
+    for col, key in (("seconds", "run_seconds_total"), ("cpu_seconds", "run_cpu_seconds_total")):
+        vals = [float(r[col]) for r in rows if r.get(col) not in (None, "")]
+        if vals:
+            prov[key] = round(sum(vals), 2)
+    return prov
+
+
 def _write_provenance(sw: Sweep) -> None:
-    prov = sw.provenance
-    rows = sw.rows
-    seeds = sorted({int(float(r["seed"])) for r in rows if r.get("seed") not in (None, "")})
-    keys = {spec_key(s) for s in sw.specs}
-    have = {r.get("run_id") for r in rows}
-    secs = [float(r["seconds"]) for r in rows if r.get("seconds") not in (None, "")]
-    prov.update(n_rows=len(rows), seeds=seeds, sweep_complete=keys <= have,
-                date=prov["sessions"][-1]["finished_utc"] or prov["sessions"][-1]["started_utc"],
-                runtime_seconds_total=round(sum(s.get("runtime_seconds") or 0 for s in prov["sessions"]), 2),
-                run_seconds_total=round(sum(secs), 2))
+    prov = _summarise_provenance(sw.provenance, sw.rows, sw.specs)
     write_json_atomic(provenance_path(sw.path), prov)

@@ -9,7 +9,7 @@ import pytest
 from attnlab import cli
 from attnlab.reproduce import (FIGURES, describe_results, figure_specs, load_provenance, load_results,
                                reproduce, theory_specs)
-from attnlab.sweeps import (SweepError, grid, make_executor, read_columns, read_provenance, run_simulation_spec,
+from attnlab.sweeps import (SweepError, grid, provenance_path, read_columns, read_provenance, run_simulation_spec,
                             run_sweep, simulation_spec, spec_key, write_csv_atomic)
 
 CALLS = []
@@ -86,13 +86,15 @@ def test_resume_skips_finished_runs_and_failure_leaves_valid_csv(tmp_path):
         rep = run_sweep(SPECS, path, runner=square, executor=ex, progress=False, command="test")
     assert rep.skipped == done and rep.completed == 6 - done and sorted(CALLS) == sorted(set(range(6)) - set(cols["x"]))
     CALLS.clear()
+    before = path.read_text(), provenance_path(path).read_text()
     with cf.ThreadPoolExecutor(2) as ex:
         rep = run_sweep(SPECS, path, runner=square, executor=ex, progress=False, command="test")
     assert CALLS == [] and rep.skipped == 6 and rep.completed == 0
+    assert (path.read_text(), provenance_path(path).read_text()) == before  # nothing to do: files untouched
     cols = read_columns(path)
     assert sorted(cols["x"]) == list(range(6)) and len(set(cols["run_id"])) == 6
     prov = read_provenance(path)
-    assert len(prov["sessions"]) == 3 and prov["sweep_complete"] is True
+    assert [s["status"] for s in prov["sessions"]] == ["failed", "complete"] and prov["sweep_complete"] is True
     for key in ("attnlab_version", "git_commit", "date", "runtime_seconds_total"):
         assert key in prov
 
