@@ -141,10 +141,10 @@ def _label(h1, h2):
 
 
 def _best_of(lines, u, idx, starts, V, sigma):
-    """Best local minimiser reached by Newton from each of ``starts`` and from ``w``."""
+    """Best local minimiser reached by Newton from each of ``starts``."""
     _, _, (w1, w2), (T11, T22) = lines.at(u, idx)
     best = None
-    for s1, s2 in [(w1, w2)] + list(starts):
+    for s1, s2 in starts:
         h1, h2, F = _newton(np.array(s1, dtype=float), np.array(s2, dtype=float), w1, w2, T11, T22, V, sigma, 40)
         if best is None:
             best = [h1, h2, F]
@@ -173,7 +173,7 @@ def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
     sa, sb = (H1[k, line], H2[k, line]), (H1[k + 1, line], H2[k + 1, line])
     for _ in range(rule.bisections):
         x = 0.5 * (a + b)
-        h1, h2, _ = _best_of(lines, x, line, [sa, sb, (-sa[0], -sa[1])], V, sigma)
+        h1, h2, _ = _best_of(lines, x, line, [sa, sb], V, sigma)
         left = _label(h1, h2) == la
         a = np.where(left, x, a)
         b = np.where(left, b, x)
