@@ -302,10 +302,12 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
         ``.state`` holds the last :class:`SEExplorerState`.
     """
     state = SEExplorerState()
+    # Ranges where the solver converges reliably with the fast rule (very small sigma or
+    # large lambda at small alpha can fail; the status line then shows the error).
     sliders = dict(omega=_slider("ω (positional weight)", omega, 0.0, 0.6, 0.05),
-                   sigma=_slider("σ (token std)", sigma, 0.2, 1.0, 0.05),
-                   lam=_slider("λ (ridge)", lam, 0.001, 0.1, 0.001, ".3f"),
-                   alpha=_slider("α = n/d", alpha, 0.1, 3.0, 0.05))
+                   sigma=_slider("σ (token std)", sigma, 0.35, 0.8, 0.05),
+                   lam=_slider("λ (ridge)", lam, 0.005, 0.05, 0.005, ".3f"),
+                   alpha=_slider("α = n/d", alpha, 0.2, 3.0, 0.05))
 
     def draw(omega, sigma, lam, alpha):
         params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A)

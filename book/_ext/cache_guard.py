@@ -3,7 +3,7 @@
 jupyter-cache (``execute_notebooks: cache``) keys a notebook's outputs on the
 source of its code cells only, and Sphinx re-reads a document only when its
 own file changes. An edit of the attnlab library or of the cached results under
-``results/`` would therefore leave stale outputs in the HTML. This extension
+``results/`` or ``book/_data/`` would therefore leave stale outputs in the HTML. This extension
 hashes those inputs; when the hash differs from the one recorded at the last
 build (or none was recorded), it empties the jupyter cache and marks every notebook document as
 outdated, so the next build executes all chapters afresh.
@@ -19,7 +19,7 @@ from sphinx.util import logging
 LOGGER = logging.getLogger(__name__)
 
 #: Inputs, relative to the book root, whose content decides the chapters' outputs.
-WATCHED = ("attnlab/**/*.py", "results/*.csv")
+WATCHED = ("attnlab/**/*.py", "results/*.csv", "book/_data/*.csv")
 
 
 def source_hash(root: Path) -> str:
