@@ -361,5 +361,5 @@ def teacher_explorer(omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A=No
     return live.show() if show else live
 
 
-# Keep the colour convention importable from here too (chapters use it for legends).
+# The colour convention, importable from here too (for legends of custom figures).
 BRANCH_COLORS = {k: COLORS[k] for k in ("positional", "semantic", "linear")}

@@ -195,3 +195,30 @@ def test_widget_panel_has_static_html_and_png_figure():
     assert img.data[:8] == b"\x89PNG\r\n\x1a\n"
     live.sliders["omega"].value = 1.0  # redraw path (no display handle outside a kernel)
     assert live.values()["omega"] == 1.0
+
+
+# --------------------------------------------------------------------------- stale outputs
+
+def test_cache_guard_reexecutes_when_library_changes(tmp_path):
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("cache_guard", BOOK / "_ext" / "cache_guard.py")
+    guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    (tmp_path / "attnlab").mkdir()
+    (tmp_path / "attnlab" / "core.py").write_text("x = 1\n")
+    cache = tmp_path / "_build" / ".jupyter_cache"
+    cache.mkdir(parents=True)
+    docs = {"book/01_a": "book/01_a.ipynb", "book/appendix/api": "book/appendix/api.md"}
+    app = SimpleNamespace(srcdir=str(tmp_path), outdir=str(tmp_path / "_build" / "html"),
+                          config=SimpleNamespace(nb_execution_cache_path=str(cache)))
+    env = SimpleNamespace(found_docs=set(docs), doc2path=lambda d: str(tmp_path / docs[d]))
+    assert guard._outdated(app, env, set(), set(), set()) == ["book/01_a"]  # no hash recorded yet
+    assert not cache.exists()
+    cache.mkdir()
+    assert guard._outdated(app, env, set(), set(), set()) == []              # nothing changed
+    assert cache.exists()
+    (tmp_path / "attnlab" / "core.py").write_text("x = 2\n")
+    assert guard._outdated(app, env, set(), set(), set()) == ["book/01_a"]  # library edited
+    assert not cache.exists()
