@@ -6,9 +6,9 @@ updates, errors, free entropy), :mod:`.solver` (fixed points on a branch),
 :mod:`.thresholds` (curves, alpha_c, alpha_l, phase diagram), :mod:`.cli`.
 """
 from .state_evolution import Hats, Overlaps, Quadrature
-from .solver import BRANCHES, ConvergenceWarning, SEResult, solve_state_evolution
+from .solver import BRANCHES, ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
 from .thresholds import Transition, find_transition, linear_baseline_error, phase_diagram, se_curve
 
-__all__ = ["Hats", "Overlaps", "Quadrature", "BRANCHES", "ConvergenceWarning", "SEResult",
+__all__ = ["Hats", "Overlaps", "Quadrature", "BRANCHES", "ConvergenceWarning", "SEResult", "StateEvolutionError",
            "solve_state_evolution", "Transition", "find_transition", "linear_baseline_error",
            "phase_diagram", "se_curve"]

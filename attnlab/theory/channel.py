@@ -3,17 +3,13 @@
 Source: Cui et al. 2024 (arXiv:2402.03902), Sec. 4 and Result 4.2 (the output
 channel of the state evolution). For ``L = 2`` and rank one, with ``h`` the
 student preactivations and ``T = T(h*)`` the teacher attention, the per-sample
-loss is
-
-``l(h, T) = (sigma^2 / 2) ||S(h) - T||_F^2
-          = sigma^2 [ (sig(a) - T11)^2 + (sig(b) - T22)^2 ]``,
-
+loss is ``l(h, T) = (sigma^2 / 2) ||S(h) - T||_F^2 = sigma^2 [(sig(a) - T11)^2 + (sig(b) - T22)^2]``,
 with ``a = h1 (h1 - h2)``, ``b = h2 (h2 - h1)`` and ``sig`` the logistic function
 (each row of a 2x2 row-stochastic matrix has one free entry). The proximal
 problem ``min_h |h - w|^2 / (2V) + l(h, T)`` is non-convex; :func:`proximal`
 returns its *global* minimiser for every node at once (vectorised, no Python
 loop over nodes): a polar grid over the disc that must contain the minimiser,
-then damped Newton steps from the best grid points and from ``w``.
+then Levenberg-shifted Newton steps from the best grid points and from ``w``.
 """
 from __future__ import annotations
 

@@ -34,13 +34,19 @@ from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, 
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
 
-__all__ = ["BRANCHES", "SEResult", "ConvergenceWarning", "solve_state_evolution", "initial_overlaps"]
+__all__ = ["BRANCHES", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
+           "initial_overlaps"]
 
 BRANCHES = ("semantic", "positional")
 
 
 class ConvergenceWarning(RuntimeWarning):
     """The state-evolution iteration did not reach its tolerance."""
+
+
+class StateEvolutionError(RuntimeError):
+    """The fixed-point iteration left the domain of the equations (e.g.
+    ``lambda + sigma^2 Vhat <= 0`` or a non-finite update) and could not recover."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +212,9 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     ValueError
         Invalid ``alpha``, ``branch``, ``tol``, ``L != 2`` or rank ``!= 1``.
 
+    StateEvolutionError
+        If the iteration leaves the domain of the equations and cannot recover.
+
     Warns
     -----
     ConvergenceWarning
@@ -265,11 +274,17 @@ def _solve_coarse(f, x0, tol, max_iter):
     except FloatingPointError:
         f.G.calls += 0  # fall through to the damped iteration from the start
     x = x0.copy()
-    for _ in range(max(0, max_iter - f.G.calls)):
-        r = f(x)
-        if np.abs(r).max() <= tol:
-            break
-        x = x + 0.2 * r
+    try:
+        for _ in range(max(0, max_iter - f.G.calls)):
+            r = f(x)
+            if np.abs(r).max() <= tol:
+                break
+            x = x + 0.2 * r
+    except FloatingPointError as exc:
+        p = f.G.params
+        raise StateEvolutionError(
+            f"state evolution failed at alpha={f.G.alpha}, sigma={p.sigma}, lambda={p.lam}, omega={p.omega}: "
+            f"{exc}; try another initial point (init=) or a neighbouring alpha") from None
     return x
 
 
