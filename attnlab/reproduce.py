@@ -284,7 +284,13 @@ def _plot_phase(runs, theory, path):
         ax.plot(theory["alpha_l"][order], theory["omega"][order], "--s", color=COLORS["alpha_l"], ms=3,
                 label=r"$\alpha_l(\omega)$ (SE: beats linear baseline)")
         ax.legend(fontsize=7, loc="lower right")
-    ax.set_xlim(alphas.min() - 0.5 * np.diff(alphas).min(initial=0.1), alphas.max() + 0.5 * np.diff(alphas).min(initial=0.1))
+    step = 0.5 * np.diff(alphas).min(initial=0.2)
+    right = alphas.max() + step
+    if theory is not None and "alpha_c" in theory:  # show thresholds beyond the simulated range too
+        finite = np.r_[theory["alpha_c"], theory["alpha_l"]]
+        finite = finite[np.isfinite(finite)]
+        right = max(right, 1.05 * finite.max(initial=0.0))
+    ax.set_xlim(alphas.min() - step, right)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     method = ", ".join(METHOD_LABELS.get(m, m) for m in np.unique(runs["method"]))

@@ -51,6 +51,7 @@ and free-form notes (e.g. the scale of a figure). The CSV stays tidy.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import csv
 import hashlib
 import itertools
@@ -504,30 +505,62 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
     -------
     list of SweepReport, one per sweep
     """
-    from tqdm.auto import tqdm
-
     if not sweeps:
         raise ValueError("sweeps must contain at least one sweep")
     workers = check_int("workers", workers, 1)
     command = " ".join(sys.argv) if command is None else command
-    t0 = time.perf_counter()
-    started = _utc_now()
-    todo, skipped, total = [], [], 0
+    keys = []
     for sw in sweeps:
         sw.specs = list(sw.specs)
         if not sw.specs:
             raise ValueError(f"specs of {sw.path} is empty: a sweep needs at least one run")
         sw.path = Path(sw.path)
-        sw.rows = read_rows(sw.path)
-        sw.columns = list(sw.rows[0].keys()) if sw.rows else []
-        keys = [spec_key(s) for s in sw.specs]
-        if len(set(keys)) != len(keys):
+        keys.append([spec_key(s) for s in sw.specs])
+        if len(set(keys[-1])) != len(keys[-1]):
             raise ValueError(f"specs of {sw.path} contain duplicates")
-        done = {r.get("run_id") for r in sw.rows}
-        pending = [(sw, k, s) for k, s in zip(keys, sw.specs) if k not in done]
-        todo += pending
-        skipped.append(len(sw.specs) - len(pending))
-        total += len(sw.specs)
+    t0 = time.perf_counter()
+    started = _utc_now()
+    with contextlib.ExitStack() as locks:
+        for sw in sweeps:  # lock before reading, so that the rows read are the rows we extend
+            locks.enter_context(_sweep_lock(sw.path))
+        todo, skipped = [], []
+        for sw, ks in zip(sweeps, keys):
+            sw.rows = read_rows(sw.path)
+            sw.columns = list(sw.rows[0].keys()) if sw.rows else []
+            done = {r.get("run_id") for r in sw.rows}
+            pending = [(sw, k, s) for k, s in zip(ks, sw.specs) if k not in done]
+            todo += pending
+            skipped.append(len(sw.specs) - len(pending))
+        total = sum(len(sw.specs) for sw in sweeps)
+        return _run_pending(sweeps, todo, skipped, total, executor, workers, progress, command, started, t0)
+
+
+@contextlib.contextmanager
+def _sweep_lock(path: Path):
+    """Exclusive lock on ``.NAME.csv.lock`` so that two processes never write the same CSV
+    (POSIX ``flock``; a no-op where ``fcntl`` is unavailable)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.parent / f".{path.name}.lock"
+    with open(lock, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise SweepError(f"another process is running the sweep of {path} (lock {lock}); wait for it to "
+                             "finish, or write elsewhere (--out)") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run_pending(sweeps, todo, skipped, total, executor, workers, progress, command, started, t0):
+    from tqdm.auto import tqdm
+
     sessions = [_start_session(sw, command, started, executor, workers, len(sw.specs), len(sw.specs) - k)
                 for sw, k in zip(sweeps, skipped)]
     completed = [0] * len(sweeps)

@@ -202,3 +202,13 @@ def test_cached_rows_recompute():
             assert abs(new[k] - cols[k][i]) <= tol, (k, spec, new[k], cols[k][i])
             if k != "eps_g_linear":  # the baseline's spread is small; it is a check of the pipeline only
                 assert cols[k][same].std() >= 10 * tol, (k, cols[k][same].std(), tol)
+
+
+def test_two_processes_cannot_write_the_same_sweep(tmp_path):
+    from attnlab.sweeps import _sweep_lock
+
+    path = tmp_path / "locked.csv"
+    with _sweep_lock(path):  # as if another process were running this sweep
+        with pytest.raises(SweepError, match="another process"):
+            run_sweep(SPECS[:1], path, runner=square, executor=cf.ThreadPoolExecutor(1), progress=False)
+    assert not path.exists()
