@@ -537,15 +537,20 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
 
 @contextlib.contextmanager
 def _sweep_lock(path: Path):
-    """Exclusive lock on ``.NAME.csv.lock`` so that two processes never write the same CSV
-    (POSIX ``flock``; a no-op where ``fcntl`` is unavailable)."""
+    """Exclusive lock so that two processes on this machine never write the same CSV.
+
+    POSIX ``flock`` on ``attnlab-sweep-<hash of the CSV's absolute path>.lock`` in the
+    temporary directory (keeps the results folder clean); a no-op where ``fcntl``
+    is unavailable. Not a lock across machines: give each cluster job its own ``--out``
+    or run the whole sweep from one client.
+    """
     try:
         import fcntl
     except ImportError:  # Windows
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.parent / f".{path.name}.lock"
+    digest = hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    lock = Path(tempfile.gettempdir()) / f"attnlab-sweep-{digest}.lock"
     with open(lock, "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
