@@ -38,7 +38,9 @@ run, to a temporary file in the same directory that then replaces the CSV with
 ``os.replace`` (atomic on POSIX and Windows): a reader, or a crash at any
 moment, sees either the previous or the next complete file, never a half
 written one. Rewriting costs ``O(rows)`` per run, negligible next to a run
-for the sweeps here (hundreds to thousands of rows).
+for the sweeps here (hundreds to thousands of rows). A second process that
+tries to run a sweep on the same CSV while one is running stops with an error
+(an exclusive ``flock``), instead of both rewriting the file.
 
 Provenance
 ----------
