@@ -36,13 +36,13 @@ import signal
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int, check_positive
+from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int
 from .sweeps import (Sweep, grid, read_columns, read_provenance, run_sweeps, simulation_spec, spec_key)
 
 __all__ = ["Figure", "FIGURES", "RESULTS_DIR", "get_figure", "figure_specs", "theory_specs", "reproduce",

@@ -30,7 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 from attnlab.reproduce import figure_specs
 from attnlab.sweeps import read_columns, run_sweep

@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-import scipy.integrate
 import torch
 
 import attnlab

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnlab import ModelParams, run_simulation
-from attnlab.theory import (Quadrature, find_transition, linear_baseline_error, solve_state_evolution)
+from attnlab.theory import Quadrature, linear_baseline_error, solve_state_evolution
 from attnlab.theory.channel import _objective, proximal
 from reference import T as ref_T, gauss2
 
