@@ -4,15 +4,16 @@ The loss is invariant under ``h -> -h``, so the proximal problem has mirror
 minima and its global minimiser jumps between them across a curve in the
 student-field plane. Plain tensor Gauss-Hermite converges slowly and
 erratically on such integrands. Here, for every teacher-noise node ``eta``
-(tensor Gauss-Hermite, where the integrand is smooth once the student noise is
-integrated out), the student-noise plane ``xi`` is covered by parallel lines
+(Gauss-Hermite in ``eta_s``, composite Gauss-Legendre in ``eta_d``, folded by
+the symmetries of :mod:`attnlab.theory.symmetry`), the student-noise plane
+``xi`` is covered by parallel lines
 
 ``xi = u n + v n_perp``,  ``v``: Gauss-Hermite nodes,
 
 with ``n`` the normal of the jump curve predicted from the loss' minimisers at
 the centre of the field distribution. Along each line the jumps are located
 (a scan of the branch label ``sign(h1 - h2)`` with warm-started proximal steps,
-then regula falsi on the difference of the two branches' Moreau envelopes) and
+then bisection on that label) and
 every piece between jumps is integrated with composite Gauss-Legendre in
 ``u`` (the Gaussian weight included), where the integrand is smooth.
 
@@ -26,7 +27,8 @@ import numpy as np
 from scipy.special import logit
 
 from .channel import _newton, proximal, teacher_diagonal
-from .quadrature import gauss_hermite, tensor_rule
+from .quadrature import gauss_hermite
+from .symmetry import eta_rule, symmetry_of
 
 __all__ = ["SplitRule", "split_expectations"]
 
@@ -38,7 +40,11 @@ class SplitRule:
     Attributes
     ----------
     order_eta : int
-        Gauss-Hermite points per teacher-noise dimension.
+        Gauss-Hermite points in the teacher-noise direction ``eta_s = (eta_1 + eta_2)/sqrt(2)``.
+    order_eta_d : int
+        Gauss-Legendre points per panel in ``eta_d = (eta_1 - eta_2)/sqrt(2)``.
+    eta_panel : float
+        Largest panel length in ``eta_d`` (on ``|eta_d| <= 6``).
     order_v : int
         Gauss-Hermite points across the lines (along the jump curve).
     order_u : int
@@ -48,26 +54,28 @@ class SplitRule:
     scan : int
         Points of the jump scan along each line, over ``|u| <= u_max``.
     u_max : float
-        Half-length of the lines (Gaussian mass beyond is ``< 1e-15``).
+        Half-length of the lines (Gaussian mass beyond is ``2e-9``).
     max_jumps : int
         Branch changes per line that are resolved; more raise ``FloatingPointError``.
     bisections : int
         Bisection steps locating each branch change (precision ``2 u_max / scan / 2^bisections``).
     """
 
-    order_eta: int = 6
-    order_v: int = 12
+    order_eta: int = 8
+    order_eta_d: int = 6
+    eta_panel: float = 1.5
+    order_v: int = 10
     order_u: int = 6
     panel: float = 2.0
-    scan: int = 25
-    u_max: float = 8.0
+    scan: int = 19
+    u_max: float = 6.0
     max_jumps: int = 4
     bisections: int = 24
 
     def refined(self, factor: float = 1.5) -> "SplitRule":
         up = lambda o: int(np.ceil(o * factor))
-        return SplitRule(up(self.order_eta), up(self.order_v), up(self.order_u), self.panel, 2 * self.scan - 1,
-                         self.u_max, self.max_jumps, self.bisections)
+        return SplitRule(up(self.order_eta), up(self.order_eta_d), self.eta_panel, up(self.order_v), up(self.order_u),
+                         self.panel, 2 * self.scan - 1, self.u_max, self.max_jumps, self.bisections)
 
 
 def _line_directions(c, eta1, eta2, params):
@@ -90,7 +98,8 @@ class _Lines:
         self.ov, self.params = ov, params
         rho = params.sigma ** 2
         self.c = np.sqrt(rho - ov.theta ** 2 / ov.q)
-        (e1, e2), we = tensor_rule((rule.order_eta, rule.order_eta))
+        self.symmetry = symmetry_of(ov, params)
+        e1, e2, we = eta_rule(self.symmetry, rule.order_eta, rule.order_eta_d, rule.eta_panel)
         v, wv = gauss_hermite(rule.order_v)
         n = _line_directions(self.c, e1, e2, params)
         E, K = e1.size, v.size
@@ -225,5 +234,7 @@ def split_expectations(ov, params, rule: SplitRule):
     h1, h2, M = proximal(w1, w2, T11, T22, V, sigma, warm=warm)
     f1, f2 = (h1 - w1) / V, (h2 - w2) / V
     E = lambda g: float(ww @ g)
-    return dict(f_s=E(f1 - f2), f_sq=E(f1 ** 2 + f2 ** 2), f_xi=E(f1 * xi1 + f2 * xi2),
-                f_eta=E(f1 * e1 + f2 * e2), M=E(M), jumps=int(np.isfinite(jumps).sum()), nodes=int(uu.size))
+    out = dict(f_s=E(f1 - f2), f_sq=E(f1 ** 2 + f2 ** 2), f_xi=E(f1 * xi1 + f2 * xi2),
+               f_eta=E(f1 * e1 + f2 * e2), M=E(M), jumps=int(np.isfinite(jumps).sum()), nodes=int(uu.size))
+    out.update({name: 0.0 for name in lines.symmetry.odd})  # exact zeros; the folded rule does not see them
+    return out

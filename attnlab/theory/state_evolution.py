@@ -16,6 +16,7 @@ from ..params import ModelParams, check_choice, check_int
 from .channel import loss, proximal, teacher_diagonal
 from .quadrature import tensor_rule
 from .split_rule import SplitRule, split_expectations
+from .symmetry import eta_rule, symmetry_of
 
 __all__ = ["Overlaps", "Hats", "Quadrature", "fields", "channel_expectations", "gauss_hermite_expectations",
            "hats_from_expectations", "update_overlaps",
@@ -123,7 +124,11 @@ def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadratu
     ``warm`` is an optional previous minimiser at the same nodes (local search
     only); the second return value is this call's minimiser, for the next warm start.
     """
-    nodes, weights = tensor_rule((quad.order_xi, quad.order_xi, quad.order_eta, quad.order_eta))
+    sym = symmetry_of(ov, params)
+    (x1, x2), wx = tensor_rule((quad.order_xi, quad.order_xi))
+    e1, e2, we = eta_rule(sym, quad.order_eta, quad.order_eta)
+    nodes = (np.repeat(x1, e1.size), np.repeat(x2, e1.size), np.tile(e1, x1.size), np.tile(e2, x1.size))
+    weights = np.outer(wx, we).ravel()
     w1, w2, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes)
     T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
     h1, h2, M = proximal(w1, w2, T11, T22, ov.V, params.sigma, warm=warm)
@@ -132,6 +137,7 @@ def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadratu
     E = lambda g: float(weights @ g)
     out = dict(f_s=E(SIGNS[0] * f1 + SIGNS[1] * f2), f_sq=E(f1 ** 2 + f2 ** 2), f_xi=E(f1 * xi1 + f2 * xi2),
                f_eta=E(f1 * eta1 + f2 * eta2), M=E(M), nodes=int(weights.size))
+    out.update({name: 0.0 for name in sym.odd})  # exact zeros; the folded rule does not see them
     return out, (h1, h2)
 
 
