@@ -107,12 +107,13 @@ class SEResult:
 
 
 def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
-    """Starting overlaps near a branch: positional ``m = 0.3, theta = 0``; semantic ``theta = 0.8 rho, m = 0``."""
+    """Starting overlaps near a branch: positional ``m = 0.3, theta = 0``; semantic ``theta = 0.7 rho, m = 0``;
+    ``V = sigma^2 / lambda`` (its small-``alpha`` limit) on both."""
     check_choice("branch", branch, BRANCHES)
     s2 = params.sigma ** 2
     if branch == "positional":
         return Overlaps(q=0.1 * s2, m=0.3, V=s2 / params.lam if params.lam > 0 else 1.0, theta=0.0)
-    return Overlaps(q=s2 * 0.8, m=0.0, V=1.0, theta=0.7 * s2)
+    return Overlaps(q=s2 * 0.8, m=0.0, V=s2 / params.lam if params.lam > 0 else 1.0, theta=0.7 * s2)
 
 
 class _FixedPointMap:
@@ -122,8 +123,15 @@ class _FixedPointMap:
         self.params, self.alpha, self.quad, self.fine = params, alpha, quad, fine
         self.calls = 0
         self.warm = None
+        self._last = None
 
     def hats(self, ov: Overlaps):
+        if self._last is not None and self._last[0] == ov:
+            return self._last[1]
+        self._last = (ov, self._hats(ov))
+        return self._last[1]
+
+    def _hats(self, ov: Overlaps):
         self.calls += 1
         if self.fine:
             ex = channel_expectations(ov, self.params, self.quad, fine=True)
@@ -238,11 +246,18 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     elif np.isclose(A[0, 0], A[1, 1]):
         start, free = replace(start, m=0.0), (0, 2, 3)
     coarse = _Residual(_FixedPointMap(params, alpha, quad, fine=False), free, start)
-    x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
     final = coarse
+    x = None
     if quad.method == "split":
         final = _Residual(_FixedPointMap(params, alpha, quad, fine=True), free, start)
-        x = _polish(final, coarse, x, tol)
+        if init is not None:
+            # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
+            # closer to the fine fixed point than the coarse rule's fixed point is
+            x = _polish(final, coarse, coarse.pack(start), tol, give_up=True)
+    if x is None:
+        x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
+        if quad.method == "split":
+            x = _polish(final, coarse, x, tol)
     r = final(x)
     res = float(np.abs(r).max())
     converged = res <= tol
@@ -298,16 +313,26 @@ def _jacobian(f, x, step=1e-6):
     return J
 
 
-def _polish(fine, coarse, x, tol, max_steps=12):
-    """Broyden's method on the fine residual, started from the coarse Jacobian."""
-    J = _jacobian(coarse, x)
-    r = fine(x)
-    for _ in range(max_steps):
-        if np.abs(r).max() <= tol:
-            break
-        dx = -np.linalg.solve(J, r)
-        x = x + dx
-        r_new = fine(x)
-        J = J + np.outer(r_new - r - J @ dx, dx) / (dx @ dx)
-        r = r_new
+def _polish(fine, coarse, x, tol, max_steps=12, give_up=False):
+    """Broyden's method on the fine residual, started from the coarse Jacobian.
+
+    With ``give_up=True`` returns ``None`` instead of a point whose residual
+    did not fall below ``tol`` within ``max_steps`` or that left the domain."""
+    try:
+        J = _jacobian(coarse, x)
+        r = fine(x)
+        for _ in range(max_steps):
+            if np.abs(r).max() <= tol:
+                break
+            dx = -np.linalg.solve(J, r)
+            x = x + dx
+            r_new = fine(x)
+            J = J + np.outer(r_new - r - J @ dx, dx) / (dx @ dx)
+            r = r_new
+    except (FloatingPointError, np.linalg.LinAlgError):
+        if give_up:
+            return None
+        raise
+    if give_up and not np.abs(r).max() <= tol:
+        return None
     return x

@@ -105,15 +105,20 @@ class _BranchCache:
 
     def __call__(self, alpha: float) -> SEResult:
         if alpha not in self.solved:
-            near = min(self.solved, key=lambda a: abs(a - alpha), default=None)
-            init = self.solved[near].overlaps if near is not None and self.solved[near].converged else None
+            # warm start from the nearest solution that is on the branch (below
+            # alpha ~ 0.65 the semantic branch collapses onto theta = 0, which is
+            # a fixed point for every alpha and must not be continued from)
+            lead = "theta" if self.branch == "semantic" else "m"
+            good = [a for a, r in self.solved.items() if r.converged and getattr(r, lead) > 1e-6]
+            near = min(good, key=lambda a: abs(a - alpha), default=None)
+            init = self.solved[near].overlaps if near is not None else None
             self.solved[alpha] = solve_state_evolution(self.params, alpha, self.branch, init=init,
                                                        quad=self.quad, tol=self.tol)
         return self.solved[alpha]
 
 
 def _bracketed_root(fun, grid, xtol):
-    vals = [fun(a) for a in grid]
+    vals = [fun(a) for a in grid[::-1]][::-1]  # from large alpha down: warm starts from the developed branches
     for (a0, f0), (a1, f1) in zip(zip(grid, vals), zip(grid[1:], vals[1:])):
         if f0 == 0:
             return a0
@@ -122,7 +127,33 @@ def _bracketed_root(fun, grid, xtol):
     return float("nan")
 
 
-def _refine_root(fun, guess, xtol, lo, hi, step=0.05):
+def _refine_root(fun, guess, xtol, lo, hi, step=0.02, max_steps=8):
+    """Root of ``fun`` near ``guess`` (within ``[lo, hi]``) to ``xtol``.
+
+    Secant steps from ``guess`` and ``guess + step``; the root is accepted
+    once ``fun`` changes sign across ``[x - xtol/2, x + xtol/2]`` (so the
+    returned midpoint is within ``xtol/2`` of a root). Falls back to Brent's
+    method on a bracket grown around ``guess`` if the secant steps wander.
+    """
+    clip = lambda a: min(hi, max(lo, a))
+    a, b = clip(guess), clip(guess + step)
+    fa, fb = fun(a), fun(b)
+    for _ in range(max_steps):
+        if fb == fa:
+            break
+        x = clip(b - fb * (b - a) / (fb - fa))
+        left, right = clip(x - xtol / 2), clip(x + xtol / 2)
+        fl, fr = fun(left), fun(right)
+        if fl * fr <= 0:
+            return 0.5 * (left + right)
+        a, fa, b, fb = (left, fl, right, fr) if abs(x - b) > xtol else (b, fb, x, 0.5 * (fl + fr))
+        if fa * fb < 0 and abs(b - a) < 8 * xtol:
+            lo_, hi_ = sorted((a, b))
+            return scipy.optimize.brentq(fun, lo_, hi_, xtol=xtol)
+    return _grown_bracket_root(fun, guess, xtol, lo, hi)
+
+
+def _grown_bracket_root(fun, guess, xtol, lo, hi, step=0.05):
     """Brent's method on a bracket grown around ``guess`` (within ``[lo, hi]``)."""
     a, b = max(lo, guess - step), min(hi, guess + step)
     fa, fb = fun(a), fun(b)
