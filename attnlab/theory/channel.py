@@ -83,8 +83,9 @@ _STEPS = np.array([1.0, 0.5, 0.25, 0.1, 0.03, 0.0])
 def _newton(h1, h2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
     """Damped, Levenberg-shifted Newton: where the Hessian is not positive
     definite it is shifted by ``mu I`` (``mu`` from its smallest eigenvalue).
-    The step length is the best of a fixed ladder, so F never increases;
-    nodes whose step is below ``tol`` (relative) are frozen."""
+    The full step is taken where it lowers F; elsewhere the step length is the
+    best of a fixed ladder, so F never increases; nodes whose step is below
+    ``tol`` (relative) are frozen."""
     F = _objective(h1, h2, w1, w2, T11, T22, V, sigma)
     active = np.arange(h1.size)
     for _ in range(iterations):
@@ -97,14 +98,18 @@ def _newton(h1, h2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
         det = H11 * H22 - H12 * H12
         n1 = -(H22 * g1 - H12 * g2) / det
         n2 = -(H11 * g2 - H12 * g1) / det
-        c1 = a1[None] + _STEPS[:, None] * n1[None]
-        c2 = a2[None] + _STEPS[:, None] * n2[None]
-        Fc = _objective(c1, c2, aw1[None], aw2[None], aT11[None], aT22[None], V, sigma)
-        best = np.argmin(Fc, axis=0)
-        idx = np.arange(active.size)
-        new1, new2 = c1[best, idx], c2[best, idx]
+        new1, new2 = a1 + n1, a2 + n2
+        Fnew = _objective(new1, new2, aw1, aw2, aT11, aT22, V, sigma)
+        bad = np.nonzero(~(Fnew <= F[active]))[0]
+        if bad.size:  # the ladder of shorter steps (it contains 0: F never increases)
+            c1 = a1[bad][None] + _STEPS[1:, None] * n1[bad][None]
+            c2 = a2[bad][None] + _STEPS[1:, None] * n2[bad][None]
+            Fc = _objective(c1, c2, aw1[bad][None], aw2[bad][None], aT11[bad][None], aT22[bad][None], V, sigma)
+            best = np.argmin(Fc, axis=0)
+            idx = np.arange(bad.size)
+            new1[bad], new2[bad], Fnew[bad] = c1[best, idx], c2[best, idx], Fc[best, idx]
         moved = np.abs(new1 - a1) + np.abs(new2 - a2)
-        h1[active], h2[active], F[active] = new1, new2, Fc[best, idx]
+        h1[active], h2[active], F[active] = new1, new2, Fnew
         active = active[moved > tol * (1.0 + np.abs(a1) + np.abs(a2))]
         if active.size == 0:
             break

@@ -70,7 +70,7 @@ class SplitRule:
     scan: int = 19
     u_max: float = 6.0
     max_jumps: int = 4
-    bisections: int = 24
+    bisections: int = 16
 
     def refined(self, factor: float = 1.5) -> "SplitRule":
         up = lambda o: int(np.ceil(o * factor))
@@ -227,11 +227,16 @@ def split_expectations(ov, params, rule: SplitRule):
     line_idx = np.broadcast_to(np.arange(N)[:, None, None], u.shape)
     uu, li = u[live], line_idx[live]
     ww = (wt * lines.weight[:, None, None])[live]
-    # warm start: minimiser at the nearest scan point
+    # Newton from the global minimiser at the nearest scan point between the
+    # same branch changes (every such segment holds a scan point, since the
+    # changes are located between scan points with different labels): it
+    # converges to the minimum of the same branch, which is the global one.
     k = np.clip(np.rint((uu + rule.u_max) / (2 * rule.u_max) * (rule.scan - 1)).astype(int), 0, rule.scan - 1)
-    warm = (H1[k, li], H2[k, li])
+    segment = lambda x: (jumps[li] < x[:, None]).sum(axis=1)
+    across = segment(us[k]) != segment(uu)
+    k = np.where(across, np.where(us[k] > uu, k - 1, k + 1), k)
     (xi1, xi2), (e1, e2), (w1, w2), (T11, T22) = lines.at(uu, li)
-    h1, h2, M = proximal(w1, w2, T11, T22, V, sigma, warm=warm)
+    h1, h2, M = _newton(H1[k, li].copy(), H2[k, li].copy(), w1, w2, T11, T22, V, sigma, 40)
     f1, f2 = (h1 - w1) / V, (h2 - w2) / V
     E = lambda g: float(ww @ g)
     out = dict(f_s=E(f1 - f2), f_sq=E(f1 ** 2 + f2 ** 2), f_xi=E(f1 * xi1 + f2 * xi2),

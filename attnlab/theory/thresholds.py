@@ -41,32 +41,58 @@ def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
     return params.sigma ** 2 * (var(T11) + var(T22))
 
 
+class _BranchCache:
+    """Solves on a branch, warm-started from the nearest alpha already solved."""
+
+    def __init__(self, params, branch, quad, tol):
+        self.params, self.branch, self.quad, self.tol = params, branch, quad, tol
+        self.solved: dict[float, SEResult] = {}
+
+    def __call__(self, alpha: float) -> SEResult:
+        if alpha not in self.solved:
+            # warm start from the nearest solution that is on the branch (below
+            # alpha ~ 0.65 the semantic branch collapses onto theta = 0, which is
+            # a fixed point for every alpha and must not be continued from)
+            lead = "theta" if self.branch == "semantic" else "m"
+            good = [a for a, r in self.solved.items() if r.converged and getattr(r, lead) > 1e-6]
+            near = min(good, key=lambda a: abs(a - alpha), default=None)
+            init = self.solved[near].overlaps if near is not None else None
+            self.solved[alpha] = solve_state_evolution(self.params, alpha, self.branch, init=init,
+                                                       quad=self.quad, tol=self.tol)
+        return self.solved[alpha]
+
+
 def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
              tol: float = 1e-7, progress: bool = False) -> list[SEResult]:
-    """Fixed points along ``alphas`` on one branch, each warm-started from the previous one.
+    """Fixed points along ``alphas`` on one branch, by continuation.
+
+    Each point is warm-started from the nearest ``alpha`` already solved whose
+    fixed point lies on the branch (``theta > 0`` resp. ``m > 0``). The
+    semantic branch is followed from large to small ``alpha`` (it branches off
+    the trivial ``theta = 0`` solution near ``alpha ~ 0.7`` at ``omega = 0.3``
+    and must not be continued from that solution), the positional one from
+    small to large.
 
     Parameters
     ----------
     alphas : array_like, shape (k,)
-        Positive sample complexities, solved in the given order (sort them for
-        a smooth continuation).
+        Positive sample complexities.
     branch : {"semantic", "positional"}
 
     Returns
     -------
-    list of SEResult, length k
+    list of SEResult, length k, in the order of ``alphas``.
     """
     from tqdm.auto import tqdm
 
     alphas = [check_positive("alpha", a) for a in np.atleast_1d(alphas)]
     if not alphas:
         raise ValueError("alphas must contain at least one value")
-    out, init = [], None
-    for a in tqdm(alphas, desc=f"SE {branch}", disable=not progress, leave=False):
-        res = solve_state_evolution(params, a, branch, init=init, quad=quad, tol=tol)
-        out.append(res)
-        init = res.overlaps if res.converged else None
-    return out
+    cache = _BranchCache(params, branch, quad, tol)
+    order = sorted(set(alphas), reverse=(branch == "semantic"))
+    for a in tqdm(order, desc=f"SE {branch}", disable=not progress, leave=False):
+        cache(a)
+    return [cache(a) for a in alphas]
 
 
 @dataclass(frozen=True)
@@ -94,27 +120,6 @@ class Transition:
     def to_dict(self) -> dict:
         return dict(omega=self.params.omega, sigma=self.params.sigma, lam=self.params.lam,
                     alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol)
-
-
-class _BranchCache:
-    """Solves on a branch, warm-started from the nearest alpha already solved."""
-
-    def __init__(self, params, branch, quad, tol):
-        self.params, self.branch, self.quad, self.tol = params, branch, quad, tol
-        self.solved: dict[float, SEResult] = {}
-
-    def __call__(self, alpha: float) -> SEResult:
-        if alpha not in self.solved:
-            # warm start from the nearest solution that is on the branch (below
-            # alpha ~ 0.65 the semantic branch collapses onto theta = 0, which is
-            # a fixed point for every alpha and must not be continued from)
-            lead = "theta" if self.branch == "semantic" else "m"
-            good = [a for a, r in self.solved.items() if r.converged and getattr(r, lead) > 1e-6]
-            near = min(good, key=lambda a: abs(a - alpha), default=None)
-            init = self.solved[near].overlaps if near is not None else None
-            self.solved[alpha] = solve_state_evolution(self.params, alpha, self.branch, init=init,
-                                                       quad=self.quad, tol=self.tol)
-        return self.solved[alpha]
 
 
 def _bracketed_root(fun, grid, xtol):
