@@ -176,7 +176,7 @@ def _grown_bracket_root(fun, guess, xtol, lo, hi, step=0.05):
 
 
 def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
-                    quad: Quadrature | None = None, tol: float = 1e-7) -> Transition:
+                    quad: Quadrature | None = None, tol: float = 1e-6) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
 
     With the split rule (the default ``Quadrature``) the roots are first
@@ -194,7 +194,8 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
         Absolute tolerance of the roots in ``alpha``.
     quad : Quadrature, optional
     tol : float
-        Tolerance of each fixed point.
+        Tolerance of each fixed point (the roots need less than the 1e-7 of
+        :func:`solve_state_evolution`: 1e-6 changes them by < 1e-8).
 
     Returns
     -------
