@@ -127,6 +127,23 @@ def test_small_alpha_tends_to_uniform_attention():
         assert abs(res.eps_t) < 1e-5  # no data: training loss -> 0
 
 
+def test_strong_regularisation_collapses_to_uniform_attention():
+    """At lambda = 0.1, alpha = 0.5 the only fixed point the iteration reaches is
+    Q = 0 (unreachable in the solver's log q coordinates): both branches report
+    it, and L-BFGS at d = 300 ends there too."""
+    params = P0.replace(lam=0.1)
+    rho = params.sigma ** 2
+    U = np.full((2, 2), 0.5)
+    eg0 = rho / 2 * gauss2(lambda a, b: ((ref_T(a, b, 0.3, params.A) - U) ** 2).sum(), rho)
+    for branch in ("positional", "semantic"):
+        res = solve_state_evolution(params, 0.5, branch)
+        assert res.collapsed and res.converged and res.qnorm == res.m == res.theta == 0.0
+        assert res.eps_g == pytest.approx(eg0, rel=1e-3)
+        assert res.eps_t == pytest.approx(0.5 * eg0, rel=1e-3)
+    gd = run_simulation(params, 0.5, 300, init="positional", seed=0, method="lbfgs", n_test=2000, progress=False)
+    assert gd.qnorm < 1e-8 and abs(gd.m) < 1e-6
+
+
 @pytest.mark.parametrize("alpha,branch", [(1.6, "semantic"), (0.8, "positional")])
 def test_split_rule_is_stable_under_refinement(fixed_points, alpha, branch):
     """Raising every order of the rule by 1.5x moves the observables by less

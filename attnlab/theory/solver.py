@@ -79,6 +79,10 @@ class SEResult:
     quadrature : Quadrature
     quadrature_error : dict or None
         If requested, ``|value(refined rule) - value|`` for ``m, theta, qnorm, eps_g, eps_t``.
+    collapsed : bool
+        The branch has collapsed onto the trivial fixed point ``Q = 0``
+        (uniform attention: ``q = m = theta = 0``), which attracts the
+        iteration there (e.g. strong regularisation or small ``sigma``).
     """
 
     alpha: float
@@ -96,6 +100,7 @@ class SEResult:
     converged: bool
     quadrature: Quadrature
     quadrature_error: dict | None = field(default=None)
+    collapsed: bool = False
 
     def to_dict(self) -> dict:
         """JSON-serialisable summary (SE ``q, V`` plus the user-facing observables)."""
@@ -103,7 +108,7 @@ class SEResult:
                     theta=self.theta, qnorm=self.qnorm, eps_g=self.eps_g, eps_t=self.eps_t,
                     converged=self.converged, iterations=self.iterations, residual=self.residual,
                     qhat=self.hats.qhat, mhat=self.hats.mhat, Vhat=self.hats.Vhat, thetahat=self.hats.thetahat,
-                    quadrature_error=self.quadrature_error)
+                    quadrature_error=self.quadrature_error, collapsed=self.collapsed)
 
 
 def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
@@ -236,7 +241,37 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     if params.L != 2 or params.r != 1:
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
     quad = quad or Quadrature()
-    start = init if init is not None else initial_overlaps(branch, params)
+    if init is not None:
+        result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin)
+    else:
+        lead = "theta" if branch == "semantic" else "m"
+        for start in _starts(branch, params):
+            result = _solve(params, alpha, branch, start, False, quad, tol, max_iter, pin)
+            if result.converged and (getattr(result, lead) > 1e-6 or result.collapsed):
+                break
+    if not result.converged:
+        warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
+                      f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
+    if error_estimate:
+        fine = solve_state_evolution(params, alpha, branch, init=result.overlaps, quad=quad.refined(), tol=tol,
+                                     max_iter=max_iter)
+        keys = ("m", "theta", "qnorm", "eps_g", "eps_t")
+        result = replace(result, quadrature_error={k: abs(getattr(fine, k) - getattr(result, k)) for k in keys})
+    return result
+
+
+def _starts(branch, params):
+    """Default starting points, tried in turn until one reaches a fixed point on the branch."""
+    s2 = params.sigma ** 2
+    V = s2 / params.lam if params.lam > 0 else 1.0
+    if branch == "positional":
+        return [initial_overlaps(branch, params), Overlaps(q=0.1 * s2, m=0.1, V=0.4 * V, theta=0.0)]
+    return [Overlaps(q=0.5 * s2, m=0.0, V=0.4 * V, theta=0.45 * s2), initial_overlaps(branch, params),
+            Overlaps(q=0.8 * s2, m=0.0, V=1.0, theta=0.7 * s2)]
+
+
+def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SEResult:
+    """One solve from ``start`` (``warm``: a nearby fixed point, polish it directly)."""
     A = params.A_array
     free = (0, 1, 2, 3)
     if not pin:
@@ -250,20 +285,30 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     x = None
     if quad.method == "split":
         final = _Residual(_FixedPointMap(params, alpha, quad, fine=True), free, start)
-        if init is not None:
+        if warm:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
             x = _polish(final, coarse, coarse.pack(start), tol, give_up=True)
-    if x is None:
-        x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
-        if quad.method == "split":
-            x = _polish(final, coarse, x, tol)
-    r = final(x)
+    try:
+        if x is None:
+            x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
+            if quad.method == "split":
+                x = _polish(final, coarse, x, tol)
+        r = final(x)
+    except (FloatingPointError, StateEvolutionError) as exc:
+        collapsed = _collapsed(params, alpha, branch, quad, tol)
+        if collapsed is not None:
+            return collapsed
+        if isinstance(exc, StateEvolutionError):
+            raise
+        raise StateEvolutionError(f"state evolution failed at alpha={alpha}, sigma={params.sigma}, lambda={params.lam}, "
+                                  f"omega={params.omega}: {exc}") from None
     res = float(np.abs(r).max())
     converged = res <= tol
     if not converged:
-        warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
-                      f"residual {res:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
+        collapsed = _collapsed(params, alpha, branch, quad, tol)
+        if collapsed is not None:
+            return collapsed
     ov = final.unpack(x)
     hats, EM = final.G.hats(ov)
     s2 = params.sigma ** 2
@@ -273,27 +318,69 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
                       eps_g=generalization_error(ov, params, quad), eps_t=-free_entropy(ov, hats, EM, params, alpha),
                       iterations=coarse.G.calls + (final.G.calls if final is not coarse else 0),
                       residual=res, converged=converged, quadrature=quad)
-    if error_estimate:
-        fine = solve_state_evolution(params, alpha, branch, init=ov, quad=quad.refined(), tol=tol, max_iter=max_iter)
-        keys = ("m", "theta", "qnorm", "eps_g", "eps_t")
-        result = replace(result, quadrature_error={k: abs(getattr(fine, k) - getattr(result, k)) for k in keys})
     return result
 
 
-def _solve_coarse(f, x0, tol, max_iter):
+
+
+def _collapsed(params, alpha, branch, quad, tol, scale=1e-6):
+    """The trivial fixed point ``Q = 0`` (uniform attention) if it attracts the iteration, else ``None``.
+
+    ``Q = 0`` is a fixed point whenever ``h = 0`` is the global proximal point
+    of ``w = 0`` (strong regularisation, small ``sigma``); it cannot be reached
+    in the solver's coordinates (``log q -> -inf``). At ``Q = 0`` only ``V``
+    is free: ``V = sigma^2 / (lambda + sigma^2 Vhat(V))`` is iterated to its fixed point with ``q``
+    at ``scale^2 sigma^2``; the point attracts if one map step shrinks ``q``,
+    ``|m|`` and ``|theta|`` (started at ``scale`` times their natural sizes).
+    Then ``eps_g = eps_g(Q = 0)`` and ``eps_t = alpha E[l(0, T)]``.
+    """
+    s2 = params.sigma ** 2
+    G = _FixedPointMap(params, alpha, replace(quad, method="gauss-hermite"), fine=False)
+    tiny = Overlaps(q=scale ** 2 * s2, m=0.0, V=s2 / params.lam if params.lam > 0 else 1.0, theta=0.0)
     try:
-        with np.errstate(all="ignore"):
-            sol = scipy.optimize.root(f, x0, method="hybr", options=dict(xtol=tol * 1e-2, maxfev=max_iter))
-        if np.all(np.isfinite(sol.x)) and np.abs(sol.fun).max() <= tol:
-            return sol.x
-    except FloatingPointError:
-        f.G.calls += 0  # fall through to the damped iteration from the start
+        logV = float(scipy.optimize.fixed_point(lambda lv: np.log(G(replace(tiny, V=float(np.exp(lv)))).V),
+                                                np.log(tiny.V), xtol=1e-12, maxiter=100))
+        at = replace(tiny, V=float(np.exp(logV)))
+        probe = replace(at, m=0.1 * scale if branch == "positional" else 0.0,
+                        theta=0.5 * scale * s2 if branch == "semantic" else 0.0)
+        step = G(probe)
+    except (RuntimeError, ValueError, FloatingPointError):
+        return None
+    if not (step.q < probe.q and abs(step.m) <= abs(probe.m) and abs(step.theta) <= abs(probe.theta)):
+        return None
+    zero = replace(at, q=0.0)
+    hats = Hats(qhat=0.0, mhat=0.0, Vhat=(s2 / at.V - params.lam) / s2, thetahat=0.0)
+    eps_g = generalization_error(replace(at, q=1e-300), params, quad)
+    return SEResult(alpha=alpha, branch=branch, params=params, overlaps=zero, hats=hats, m=0.0, theta=0.0, qnorm=0.0,
+                    eps_g=eps_g, eps_t=alpha * eps_g, iterations=G.calls, residual=0.0, converged=True,
+                    quadrature=quad, collapsed=True)
+
+
+def _solve_coarse(f, x0, tol, max_iter):
+    """Hybrid Powell from ``x0``; if it fails, a damped iteration (damping 0.8)
+    into the basin of a fixed point, then hybrid Powell again from there."""
+    def hybr(x, budget):
+        try:
+            with np.errstate(all="ignore"):
+                sol = scipy.optimize.root(f, x, method="hybr", options=dict(xtol=tol * 1e-2, maxfev=max(budget, 1)))
+        except FloatingPointError:
+            return None
+        ok = np.all(np.isfinite(sol.x)) and np.abs(sol.fun).max() <= tol
+        return sol.x if ok else None
+
+    x = hybr(x0, max_iter // 3)
+    if x is not None:
+        return x
     x = x0.copy()
     try:
         for _ in range(max(0, max_iter - f.G.calls)):
             r = f(x)
             if np.abs(r).max() <= tol:
-                break
+                return x
+            if np.abs(r).max() <= 1e-3 and f.G.calls < max_iter - 10:
+                polished = hybr(x, max_iter - f.G.calls)
+                if polished is not None:
+                    return polished
             x = x + 0.2 * r
     except FloatingPointError as exc:
         p = f.G.params

@@ -97,6 +97,8 @@ class _Lines:
     def __init__(self, ov, params, rule):
         self.ov, self.params = ov, params
         rho = params.sigma ** 2
+        if not (ov.q > 0 and ov.V > 0 and ov.theta ** 2 < ov.q * rho):
+            raise FloatingPointError(f"overlaps left the allowed set (q > 0, V > 0, theta^2 < q rho): {ov}")
         self.c = np.sqrt(rho - ov.theta ** 2 / ov.q)
         self.symmetry = symmetry_of(ov, params)
         e1, e2, we = eta_rule(self.symmetry, rule.order_eta, rule.order_eta_d, rule.eta_panel)

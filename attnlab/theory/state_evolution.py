@@ -106,6 +106,8 @@ def fields(ov: Overlaps, rho: float, nodes: np.ndarray):
         ``sqrt(rho - theta^2 / q)``.
     """
     xi1, xi2, eta1, eta2 = nodes
+    if not (ov.q > 0 and ov.V > 0):
+        raise FloatingPointError(f"overlaps left the allowed set: q = {ov.q:.3g} and V = {ov.V:.3g} must be > 0")
     sq = np.sqrt(ov.q)
     c2 = rho - ov.theta ** 2 / ov.q
     if c2 <= 0:
