@@ -121,16 +121,9 @@ def _curve_tasks(fixed: dict, axes: dict) -> list[dict]:
 
 
 def _transition_tasks(fixed: dict, axes: dict) -> list[dict]:
-    """``find_transition`` at every ``omega > 0`` of the grid (searching ``alpha`` in ``(0, 3]``).
-
-    ``omega = 0`` is left out: there the positional branch disappears (``m -> 0``
-    above ``alpha ~ 1.1``, where the SE stops converging) and the threshold search
-    with the current solver did not finish in 65 minutes (43 CPU minutes). Cold
-    solves on the bracketing grid put the crossing of the training losses
-    between ``alpha = 0.41`` and ``0.67`` there.
-    """
+    """``find_transition`` at every ``omega`` of the grid (searching ``alpha`` in ``(0, 3]``)."""
     return [dict(kind="transition", alpha_max=3.0, xtol=1e-3, **_model_columns(fixed, w))
-            for w in sorted(set(axes["omega"])) if w > 0]
+            for w in sorted(set(axes["omega"]))]
 
 
 # ----------------------------------------------------------------------------- plots
@@ -354,8 +347,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         theory=_transition_tasks, plot=_plot_phase,
         notes="Map at d = 200 (coarser than the paper's d = 1000): 6 omega x 8 alpha x 2 inits x 2 seeds, "
               "GD warm-up then L-BFGS (method 'lbfgs', the minimum GD selects). Thresholds from the SE "
-              "(find_transition, alpha in (0, 3], xtol 1e-3) at omega = 0.1..0.5; omega = 0 left out (the "
-              "positional branch disappears above alpha ~ 1.1 and the threshold search did not finish in 65 min)."),
+              "(find_transition, alpha in (0, 3], xtol 1e-3) at omega = 0..0.5."),
     Figure(
         "overlaps-vs-alpha",
         "omega = 0.3: m, theta, eps_t, eps_g against alpha; SE branches, d = 1000 GD from the informed and "

@@ -35,7 +35,7 @@ def _cmd_phase_diagram(args) -> dict:
 
     omegas = _parse_omegas(args.omegas)
     rows = [t.to_dict() for t in phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
-                                                progress=not args.json)]
+                                                workers=args.workers, progress=not args.json)]
     if args.out:
         from ..plots import plot_phase_diagram
 
@@ -69,6 +69,7 @@ def add_cli(sub) -> None:
                    help="comma-separated omegas in [0, 1] (default 0,0.1,...,0.5)")
     p.add_argument("--alpha-max", type=float, default=3.0)
     p.add_argument("--xtol", type=float, default=1e-3)
+    p.add_argument("--workers", type=int, default=2, help="processes solving different omegas at once (default 2)")
     p.add_argument("--out", default=None, help="write the figure to this PNG/PDF/SVG file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_phase_diagram)

@@ -237,18 +237,45 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params)
 
 
-def phase_diagram(params: ModelParams, omegas, *, progress: bool = False, **kwargs) -> list[Transition]:
+def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bool = False,
+                  **kwargs) -> list[Transition]:
     """``find_transition`` for each ``omega`` (other parameters from ``params``).
+
+    Parameters
+    ----------
+    params : ModelParams
+    omegas : array_like, shape (k,)
+        Values in ``[0, 1]``.
+    workers : int
+        Processes solving different ``omega`` at once (``1``: in this process).
+    progress : bool
+        tqdm bar over ``omega``.
+    **kwargs
+        Passed to :func:`find_transition`.
 
     Returns
     -------
     list of Transition, one per omega
+
+    Raises
+    ------
+    ValueError
+        Empty ``omegas``, ``omega`` outside ``[0, 1]`` or ``workers < 1``.
     """
+    import concurrent.futures
+    import functools
+    import multiprocessing
+
     from tqdm.auto import tqdm
 
+    workers = check_int("workers", workers, 1)
     omegas = list(np.atleast_1d(omegas))
     if not omegas:
         raise ValueError("omegas must contain at least one value in [0, 1]")
-    return [find_transition(params.replace(omega=float(w)), **kwargs)
-            for w in tqdm(omegas, desc="phase diagram", disable=not progress, leave=False)]
-
+    cases = [params.replace(omega=float(w)) for w in omegas]
+    solve = functools.partial(find_transition, **kwargs)
+    bar = dict(total=len(cases), desc="phase diagram", disable=not progress, leave=False)
+    if workers == 1:
+        return [solve(c) for c in tqdm(cases, **bar)]
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(tqdm(pool.map(solve, cases), **bar))
