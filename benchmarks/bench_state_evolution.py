@@ -23,7 +23,8 @@ from attnlab.theory.state_evolution import Overlaps, gauss_hermite_expectations
 
 
 def reference_expectations(ov, params, order_xi, order_eta):
-    """Nested loops over a tensor Gauss-Hermite rule, one scipy minimisation per node."""
+    """Nested loops over a tensor Gauss-Hermite rule (teacher noise in the rotated
+    coordinates attnlab uses), one scipy minimisation per node."""
     s2 = params.sigma ** 2
     A = params.A_array
     xg, xw = hermegauss(order_xi)
@@ -40,8 +41,10 @@ def reference_expectations(ov, params, order_xi, order_eta):
     starts = [np.array(v) for v in [(0, 0), (1, 1), (-1, -1), (1, -1), (-1, 1), (2, 0), (-2, 0), (0, 2), (0, -2)]]
     for i1, x1 in enumerate(xg):
         for i2, x2 in enumerate(xg):
-            for j1, e1 in enumerate(eg):
-                for j2, e2 in enumerate(eg):
+            for j1, es in enumerate(eg):
+                for j2, ed in enumerate(eg):
+                    # teacher noise on the same rotated nodes as attnlab (eta_s, eta_d)
+                    e1, e2 = (es + ed) / np.sqrt(2), (es - ed) / np.sqrt(2)
                     wt = xw[i1] * xw[i2] * ew[j1] * ew[j2]
                     w = np.array([sq * x1 + ov.m, sq * x2 - ov.m])
                     hs = np.array([ov.theta / sq * x1 + c * e1, ov.theta / sq * x2 + c * e2])
@@ -80,9 +83,10 @@ def main():
         tr, t = timed(find_transition, p, quad=Quadrature(method=method))
         print(f"{method:>13}: alpha_c={tr.alpha_c:.4f} alpha_l={tr.alpha_l:.4f} in {t:.1f} s")
     if not args.quick:
-        omegas = np.linspace(0.0, 0.5, 10)
-        rows, t = timed(phase_diagram, p, omegas, quad=Quadrature(method="gauss-hermite"))
-        print(f"== 10-omega phase diagram (gauss-hermite rule): {t:.1f} s")
+        omegas = np.linspace(0.0, 0.45, 10)
+        for method in ("split", "gauss-hermite"):
+            rows, t = timed(phase_diagram, p, omegas, quad=Quadrature(method=method), workers=2)
+            print(f"== 10-omega phase diagram ({method} rule, 2 processes): {t:.1f} s")
     compare_reference(p)
 
 

@@ -33,6 +33,7 @@ from ..params import ModelParams, check_choice, check_int, check_positive
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
+from .symmetry import Symmetry
 
 __all__ = ["BRANCHES", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
            "initial_overlaps"]
@@ -124,8 +125,9 @@ def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
 class _FixedPointMap:
     """``G(x)``: channel update then ridge update on a fixed rule."""
 
-    def __init__(self, params: ModelParams, alpha: float, quad: Quadrature, fine: bool):
+    def __init__(self, params: ModelParams, alpha: float, quad: Quadrature, fine: bool, symmetry: Symmetry):
         self.params, self.alpha, self.quad, self.fine = params, alpha, quad, fine
+        self.symmetry = symmetry  # fixed, so that the node set (and its warm starts) stay fixed
         self.calls = 0
         self.warm = None
         self._last = None
@@ -139,12 +141,12 @@ class _FixedPointMap:
     def _hats(self, ov: Overlaps):
         self.calls += 1
         if self.fine:
-            ex = channel_expectations(ov, self.params, self.quad, fine=True)
+            ex = channel_expectations(ov, self.params, self.quad, fine=True, symmetry=self.symmetry)
         else:
             # Gauss-Hermite nodes are fixed: the first call searches every proximal
             # problem globally; later calls start Newton from that minimiser, its
             # mirror image and w (a deterministic map, as hybr needs).
-            ex, sol = gauss_hermite_expectations(ov, self.params, self.quad, warm=self.warm)
+            ex, sol = gauss_hermite_expectations(ov, self.params, self.quad, warm=self.warm, symmetry=self.symmetry)
             if self.warm is None:
                 self.warm = sol
         return hats_from_expectations(ex, ov, self.params, self.alpha), ex["M"]
@@ -270,21 +272,25 @@ def _starts(branch, params):
             Overlaps(q=0.8 * s2, m=0.0, V=1.0, theta=0.7 * s2)]
 
 
+def _pinned(branch, params, pin, start):
+    """Start with the branch's pinned overlap set to zero, the free coordinates and the symmetry
+    of the pinned problem (positional: ``theta = 0``; semantic: ``m = 0`` if ``A_11 = A_22``)."""
+    swap = bool(params.A_array[0, 0] == params.A_array[1, 1])
+    if pin and branch == "positional":
+        return replace(start, theta=0.0), (0, 1, 2), Symmetry(True, swap, ("f_eta",))
+    if pin and swap:
+        return replace(start, m=0.0), (0, 2, 3), Symmetry(True, swap, ("f_s",))
+    return start, (0, 1, 2, 3), Symmetry(False, swap, ())
+
+
 def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SEResult:
     """One solve from ``start`` (``warm``: a nearby fixed point, polish it directly)."""
-    A = params.A_array
-    free = (0, 1, 2, 3)
-    if not pin:
-        pass
-    elif branch == "positional":
-        start, free = replace(start, theta=0.0), (0, 1, 2)
-    elif np.isclose(A[0, 0], A[1, 1]):
-        start, free = replace(start, m=0.0), (0, 2, 3)
-    coarse = _Residual(_FixedPointMap(params, alpha, quad, fine=False), free, start)
+    start, free, sym = _pinned(branch, params, pin, start)
+    coarse = _Residual(_FixedPointMap(params, alpha, quad, False, sym), free, start)
     final = coarse
     x = None
     if quad.method == "split":
-        final = _Residual(_FixedPointMap(params, alpha, quad, fine=True), free, start)
+        final = _Residual(_FixedPointMap(params, alpha, quad, True, sym), free, start)
         if warm:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
@@ -335,8 +341,8 @@ def _collapsed(params, alpha, branch, quad, tol, scale=1e-6):
     Then ``eps_g = eps_g(Q = 0)`` and ``eps_t = alpha E[l(0, T)]``.
     """
     s2 = params.sigma ** 2
-    G = _FixedPointMap(params, alpha, replace(quad, method="gauss-hermite"), fine=False)
     tiny = Overlaps(q=scale ** 2 * s2, m=0.0, V=s2 / params.lam if params.lam > 0 else 1.0, theta=0.0)
+    G = _FixedPointMap(params, alpha, replace(quad, method="gauss-hermite"), False, _pinned(branch, params, True, tiny)[2])
     try:
         logV = float(scipy.optimize.fixed_point(lambda lv: np.log(G(replace(tiny, V=float(np.exp(lv)))).V),
                                                 np.log(tiny.V), xtol=1e-12, maxiter=100))

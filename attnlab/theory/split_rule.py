@@ -94,13 +94,13 @@ def _line_directions(c, eta1, eta2, params):
 class _Lines:
     """Fields along the lines: xi = u n + v n_perp for every (eta, v) pair."""
 
-    def __init__(self, ov, params, rule):
+    def __init__(self, ov, params, rule, symmetry=None):
         self.ov, self.params = ov, params
         rho = params.sigma ** 2
         if not (ov.q > 0 and ov.V > 0 and ov.theta ** 2 < ov.q * rho):
             raise FloatingPointError(f"overlaps left the allowed set (q > 0, V > 0, theta^2 < q rho): {ov}")
         self.c = np.sqrt(rho - ov.theta ** 2 / ov.q)
-        self.symmetry = symmetry_of(ov, params)
+        self.symmetry = symmetry_of(ov, params) if symmetry is None else symmetry
         e1, e2, we = eta_rule(self.symmetry, rule.order_eta, rule.order_eta_d, rule.eta_panel)
         v, wv = gauss_hermite(rule.order_v)
         n = _line_directions(self.c, e1, e2, params)
@@ -198,8 +198,11 @@ def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
     return jumps
 
 
-def split_expectations(ov, params, rule: SplitRule):
+def split_expectations(ov, params, rule: SplitRule, symmetry=None):
     """Expectations over ``(xi, eta)`` needed by the hat updates, by the split rule.
+
+    ``symmetry`` (:class:`attnlab.theory.symmetry.Symmetry`) fixes the node
+    set; by default it is read off ``ov`` (exact zeros of ``m`` or ``theta``).
 
     Returns
     -------
@@ -209,7 +212,7 @@ def split_expectations(ov, params, rule: SplitRule):
         number of jumps resolved, and ``nodes``, the number of proximal problems solved.
     """
     V, sigma = ov.V, params.sigma
-    lines = _Lines(ov, params, rule)
+    lines = _Lines(ov, params, rule, symmetry)
     us, H1, H2, lab = _scan(lines, rule, V, sigma)
     jumps = _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma)
     N = lines.v.size

@@ -120,13 +120,15 @@ def fields(ov: Overlaps, rho: float, nodes: np.ndarray):
     return w1, w2, hs1, hs2, c
 
 
-def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, warm=None):
+def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, warm=None, symmetry=None):
     """Channel expectations by tensor Gauss-Hermite (see :func:`channel_expectations`).
 
     ``warm`` is an optional previous minimiser at the same nodes (local search
     only); the second return value is this call's minimiser, for the next warm start.
+    ``symmetry`` fixes the folded node set (default: read off ``ov``); a
+    caller that warm-starts must keep it fixed.
     """
-    sym = symmetry_of(ov, params)
+    sym = symmetry_of(ov, params) if symmetry is None else symmetry
     (x1, x2), wx = tensor_rule((quad.order_xi, quad.order_xi))
     e1, e2, we = eta_rule(sym, quad.order_eta, quad.order_eta)
     nodes = (np.repeat(x1, e1.size), np.repeat(x2, e1.size), np.tile(e1, x1.size), np.tile(e2, x1.size))
@@ -143,7 +145,8 @@ def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadratu
     return out, (h1, h2)
 
 
-def channel_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, fine: bool = True) -> dict:
+def channel_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, fine: bool = True,
+                         symmetry=None) -> dict:
     """Expectations over ``xi, eta`` of the proximal quantities, ``f = (h_prox - w) / V``.
 
     Returns
@@ -152,11 +155,12 @@ def channel_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, fi
         ``f_s = E[sum_l s_l f_l]``, ``f_sq = E[sum_l f_l^2]``, ``f_xi = E[sum_l f_l xi_l]``,
         ``f_eta = E[sum_l f_l eta_l]``, ``M = E[M]`` (Moreau envelope) and ``nodes``.
         With ``fine=False`` or ``quad.method == "gauss-hermite"`` by tensor
-        Gauss-Hermite, otherwise by the split rule.
+        Gauss-Hermite, otherwise by the split rule. ``symmetry`` fixes the
+        folded node set (default: read off ``ov``).
     """
     if fine and quad.method == "split":
-        return split_expectations(ov, params, quad.split)
-    return gauss_hermite_expectations(ov, params, quad)[0]
+        return split_expectations(ov, params, quad.split, symmetry)
+    return gauss_hermite_expectations(ov, params, quad, symmetry=symmetry)[0]
 
 
 def hats_from_expectations(ex: dict, ov: Overlaps, params: ModelParams, alpha: float) -> Hats:
