@@ -158,7 +158,7 @@ def test_split_rule_is_stable_under_refinement(fixed_points, alpha, branch):
 
 # Not (0.8, "semantic"): below alpha_c, GD from Q* ends in a mixed state
 # (|m| ~ 0.03, theta ~ 0.32 at d = 1000) instead of the m = 0 semantic branch
-# (theta = 0.234); see the notes of the state-evolution issue.
+# (theta = 0.237, on the steep part of theta ~ sqrt(alpha - 0.72)); see results/README.md.
 @pytest.mark.parametrize("alpha,branch", [(0.8, "positional"), (1.6, "semantic"), (1.6, "positional")])
 def test_gradient_descent_approaches_state_evolution(fixed_points, alpha, branch):
     se = fixed_points[(alpha, branch)]
@@ -169,6 +169,33 @@ def test_gradient_descent_approaches_state_evolution(fixed_points, alpha, branch
         assert gd == pytest.approx(getattr(se, key), rel=tol), key
     lead = "m" if branch == "positional" else "theta"
     assert np.mean([abs(getattr(r, lead)) for r in runs]) == pytest.approx(getattr(se, lead), rel=0.1)
+
+
+def test_asymmetric_A_semantic_branch_matches_gradient_descent():
+    """A = [[0.3, 0.7], [0.8, 0.2]]: the semantic branch is not pinned (m free)."""
+    params = P0.replace(A=((0.3, 0.7), (0.8, 0.2)))
+    se = solve_state_evolution(params, 2.0, "semantic")
+    assert se.converged and se.theta > 0.25 and se.m < 1e-6
+    runs = [run_simulation(params, 2.0, 400, init="semantic", seed=s, method="lbfgs", n_test=4000, progress=False)
+            for s in range(2)]
+    assert np.mean([r.theta for r in runs]) == pytest.approx(se.theta, rel=0.15)
+    assert np.mean([r.eps_t for r in runs]) == pytest.approx(se.eps_t, rel=0.06)
+
+
+def test_transition_is_where_the_branches_cross():
+    from attnlab.theory import find_transition
+    tr = find_transition(P0)
+    assert 1.1 < tr.alpha_c < tr.alpha_l < 1.7
+    solve = lambda a, b: solve_state_evolution(P0, a, b)
+    for a, sign in ((tr.alpha_c - 0.01, 1), (tr.alpha_c + 0.01, -1)):  # global minimum switches
+        assert np.sign(solve(a, "semantic").eps_t - solve(a, "positional").eps_t) == sign
+    for a, sign in ((tr.alpha_l - 0.01, 1), (tr.alpha_l + 0.01, -1)):  # semantic beats the baseline
+        assert np.sign(solve(a, "semantic").eps_g - tr.eps_g_linear) == sign
+    # gradient descent agrees on which minimum is lower on either side (d = 300, L-BFGS)
+    for a, lower in ((tr.alpha_c - 0.45, "positional"), (tr.alpha_c + 0.35, "semantic")):
+        eps = {b: run_simulation(P0, a, 300, init=b, seed=0, method="lbfgs", n_test=1000, progress=False).eps_t
+               for b in ("semantic", "positional")}
+        assert min(eps, key=eps.get) == lower, (a, eps)
 
 
 def test_bad_input_is_rejected():

@@ -232,16 +232,17 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None):
     line_idx = np.broadcast_to(np.arange(N)[:, None, None], u.shape)
     uu, li = u[live], line_idx[live]
     ww = (wt * lines.weight[:, None, None])[live]
-    # Newton from the global minimiser at the nearest scan point between the
+    # Warm start from the global minimiser at the nearest scan point between the
     # same branch changes (every such segment holds a scan point, since the
-    # changes are located between scan points with different labels): it
-    # converges to the minimum of the same branch, which is the global one.
+    # changes are located between scan points with different labels), plus its
+    # mirror image and w: Newton from that minimiser alone sometimes ends in
+    # another local minimum, which made the map discontinuous (seen at 5e-4).
     k = np.clip(np.rint((uu + rule.u_max) / (2 * rule.u_max) * (rule.scan - 1)).astype(int), 0, rule.scan - 1)
     segment = lambda x: (jumps[li] < x[:, None]).sum(axis=1)
     across = segment(us[k]) != segment(uu)
     k = np.where(across, np.where(us[k] > uu, k - 1, k + 1), k)
     (xi1, xi2), (e1, e2), (w1, w2), (T11, T22) = lines.at(uu, li)
-    h1, h2, M = _newton(H1[k, li].copy(), H2[k, li].copy(), w1, w2, T11, T22, V, sigma, 40)
+    h1, h2, M = proximal(w1, w2, T11, T22, V, sigma, warm=(H1[k, li], H2[k, li]))
     f1, f2 = (h1 - w1) / V, (h2 - w2) / V
     E = lambda g: float(ww @ g)
     out = dict(f_s=E(f1 - f2), f_sq=E(f1 ** 2 + f2 ** 2), f_xi=E(f1 * xi1 + f2 * xi2),
