@@ -66,7 +66,7 @@ def test_registry_scale():
     assert {s["A12"] for s in figure_specs("asymmetric-A")} == {0.7}
     assert {s["rank"] for s in figure_specs("rank-2")} == {2}
     assert {s["method"] for s in figure_specs("adam-vs-gd")} == {"gd", "adam"}
-    assert [t["omega"] for t in theory_specs("phase-diagram")] == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert [t["omega"] for t in theory_specs("phase-diagram")] == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
 
 
 def test_resume_skips_finished_runs_and_failure_leaves_valid_csv(tmp_path):
