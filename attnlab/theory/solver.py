@@ -9,17 +9,22 @@ two stages, in the unconstrained coordinates
 ``(log q, m, log V, atanh(theta / sqrt(q rho)))``:
 
 1. *coarse*: MINPACK's hybrid Powell method (``scipy.optimize.root``) on the
-   residual ``G(x) - x`` with tensor Gauss-Hermite expectations (a damped
-   iteration, damping 0.8, takes over if it fails);
-2. *fine* (``Quadrature.method == "split"``): quasi-Newton steps
+   residual ``G(x) - x`` with tensor Gauss-Hermite expectations; if it fails,
+   a damped iteration (damping 0.8) into a basin, then hybrid Powell again;
+2. *fine* (``Quadrature.method == "split"``): Broyden steps
    ``x <- x - J^{-1} r(x)`` on the residual computed with the split rule of
-   :mod:`attnlab.theory.split_rule`, ``J`` the finite-difference Jacobian of
-   the coarse residual.
+   :mod:`attnlab.theory.split_rule`, ``J`` started from the finite-difference
+   Jacobian of the coarse residual. A warm start (``init=``, e.g. a fixed
+   point at a neighbouring ``alpha``) goes to this stage directly.
 
-Convergence is judged on the undamped residual of the rule that produced the
-result. Every proximal problem is solved globally. Symmetry pins the branch:
-on the positional branch ``theta = 0`` exactly; on the semantic branch
-``m = 0`` when ``A`` is symmetric under swapping the two positions.
+Without ``init`` several starting points are tried until one reaches a fixed
+point on the branch. Where none does and the trivial fixed point ``Q = 0``
+(uniform attention) attracts the map, that point is returned with
+``collapsed=True``. Convergence is judged on the undamped residual of the rule
+that produced the result. Every proximal problem is solved globally. Symmetry
+pins the branch: on the positional branch ``theta = 0`` exactly; on the
+semantic branch ``m = 0`` when ``A`` is symmetric under swapping the two
+positions; the pins also fix the folded node set (:mod:`attnlab.theory.symmetry`).
 """
 from __future__ import annotations
 
