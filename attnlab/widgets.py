@@ -242,7 +242,7 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
             if res is None or not res.converged:
                 res = solve_state_evolution(params, alpha, branch, quad=quad, tol=tol)
         state.results[branch] = res
-        if res.converged:
+        if res.converged and not res.collapsed:
             state.warm[branch] = res.overlaps
     state.eps_g_linear = linear_baseline_error(params)
     return state

@@ -230,7 +230,8 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     Raises
     ------
     ValueError
-        Invalid ``alpha``, ``branch``, ``tol``, ``L != 2`` or rank ``!= 1``.
+        Invalid ``alpha``, ``branch``, ``tol``, ``init`` (needs ``q > 0``,
+        ``V > 0``, ``theta^2 < q sigma^2``), ``L != 2`` or rank ``!= 1``.
 
     StateEvolutionError
         If the iteration leaves the domain of the equations and cannot recover.
@@ -249,6 +250,9 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
     quad = quad or Quadrature()
     if init is not None:
+        if not (init.q > 0 and init.V > 0 and init.theta ** 2 < init.q * params.sigma ** 2):
+            raise ValueError(f"init must have q > 0, V > 0 and theta^2 < q sigma^2 (got {init}); "
+                             "a collapsed result (q = 0) is not a valid warm start")
         result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin)
     else:
         lead = "theta" if branch == "semantic" else "m"
