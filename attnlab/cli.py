@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import sys
 
 from .params import DEFAULT_A, ModelParams
@@ -104,6 +105,20 @@ def _print_summary(result: dict) -> None:
         print(f"{key:>18}: {value}")
 
 
+def _json_safe(value):
+    """Standard JSON: numpy scalars as Python numbers, NaN/inf (e.g. a threshold
+    beyond ``--alpha-max``) as ``null``."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def main(argv=None) -> int:
     """Run the CLI; returns the process exit code (0 success, 2 invalid input, 1 failure)."""
     parser = build_parser()
@@ -117,7 +132,7 @@ def main(argv=None) -> int:
         print(f"attnlab: failed: {exc}", file=sys.stderr)
         return 1
     if getattr(args, "json", False):
-        print(json.dumps(result))
+        print(json.dumps(_json_safe(result), allow_nan=False))
     else:
         _print_summary(result)
     return 0

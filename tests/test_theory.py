@@ -210,6 +210,10 @@ def test_bad_input_is_rejected():
     out = subprocess.run([sys.executable, "-m", "attnlab.cli", "theory", "--omega", "0.3", "--alpha", "-1"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "alpha" in out.stderr
+    for bad in ("/nonexistent/dir/x.png", "x.foo"):  # rejected before the (long) computation
+        out = subprocess.run([sys.executable, "-m", "attnlab.cli", "phase-diagram", "--omegas", "0.3", "--out", bad],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--out" in out.stderr
 
 
 def test_theory_cli_json():

@@ -34,6 +34,18 @@ def _cmd_phase_diagram(args) -> dict:
     from .thresholds import phase_diagram
 
     omegas = _parse_omegas(args.omegas)
+    if args.out:  # check the output before the long computation
+        from pathlib import Path
+
+        import matplotlib.pyplot as plt
+
+        out = Path(args.out)
+        if not out.parent.is_dir():
+            raise ValueError(f"--out: folder {str(out.parent)!r} does not exist")
+        formats = plt.figure().canvas.get_supported_filetypes()
+        plt.close("all")
+        if out.suffix.lstrip(".").lower() not in formats:
+            raise ValueError(f"--out must end in one of {', '.join('.' + f for f in sorted(formats))}, got {args.out!r}")
     rows = [t.to_dict() for t in phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
                                                 workers=args.workers, progress=not args.json)]
     if args.out:

@@ -144,11 +144,13 @@ def _refine_root(fun, guess, xtol, lo, hi, step=0.02, max_steps=8):
     a, b = clip(guess), clip(guess + step)
     fa, fb = fun(a), fun(b)
     for _ in range(max_steps):
-        if fb == fa:
+        if fb == fa or not (np.isfinite(fa) and np.isfinite(fb)):
             break
         x = clip(b - fb * (b - a) / (fb - fa))
         left, right = clip(x - xtol / 2), clip(x + xtol / 2)
         fl, fr = fun(left), fun(right)
+        if not (np.isfinite(fl) and np.isfinite(fr)):
+            break
         if fl * fr <= 0:
             return 0.5 * (left + right)
         a, fa, b, fb = (left, fl, right, fr) if abs(x - b) > xtol else (b, fb, x, 0.5 * (fl + fr))
@@ -158,19 +160,22 @@ def _refine_root(fun, guess, xtol, lo, hi, step=0.02, max_steps=8):
     return _grown_bracket_root(fun, guess, xtol, lo, hi)
 
 
-def _grown_bracket_root(fun, guess, xtol, lo, hi, step=0.05):
-    """Brent's method on a bracket grown around ``guess`` (within ``[lo, hi]``)."""
+def _grown_bracket_root(fun, guess, xtol, lo, hi, step=0.05, max_grow=30):
+    """Brent's method on a bracket grown around ``guess`` (within ``[lo, hi]``);
+    ``nan`` if no sign change is found (or ``fun`` is ``nan`` at an end)."""
     a, b = max(lo, guess - step), min(hi, guess + step)
     fa, fb = fun(a), fun(b)
-    while fa * fb > 0 and (a > lo or b < hi):
+    for _ in range(max_grow):
+        if not (np.isfinite(fa) and np.isfinite(fb)) or fa * fb <= 0 or (a <= lo and b >= hi):
+            break
         step *= 2
-        if abs(fa) < abs(fb):
+        if b >= hi or (a > lo and abs(fa) < abs(fb)):
             a = max(lo, a - step)
             fa = fun(a)
         else:
             b = min(hi, b + step)
             fb = fun(b)
-    if fa * fb > 0:
+    if not (np.isfinite(fa) and np.isfinite(fb)) or fa * fb > 0:
         return float("nan")
     return scipy.optimize.brentq(fun, a, b, xtol=xtol)
 
@@ -195,12 +200,15 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     quad : Quadrature, optional
     tol : float
         Tolerance of each fixed point (the roots need less than the 1e-7 of
-        :func:`solve_state_evolution`: 1e-6 changes them by < 1e-8).
+        :func:`~attnlab.theory.solver.solve_state_evolution`: 1e-6 changes them by < 1e-8).
 
     Returns
     -------
     Transition
-        Roots not found in the interval are ``nan``.
+        Roots not found in the interval are ``nan``; the crossing is only
+        searched where the semantic solution has ``theta > 0`` (so ``nan``
+        also when the semantic branch is already the lower one where it
+        appears, or when both branches collapse to ``Q = 0``).
 
     Raises
     ------
@@ -220,7 +228,9 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     for k, rule in enumerate(stages):
         sem = _BranchCache(params, "semantic", rule, tol)
         pos = _BranchCache(params, "positional", rule, tol)
-        gap = lambda a: sem(a).eps_t - pos(a).eps_t
+        # only where the semantic solution is a semantic fixed point (theta > 0):
+        # below its appearance the "semantic" start returns theta = 0 or Q = 0
+        gap = lambda a: (sem(a).eps_t - pos(a).eps_t) if sem(a).theta > 1e-6 and not sem(a).collapsed else np.nan
         above_lin = lambda a: sem(a).eps_g - eps_lin
         if k == 0:
             alpha_c = _bracketed_root(gap, grid, xtol)
