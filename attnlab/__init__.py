@@ -21,5 +21,6 @@ from .training import TrainingDivergedError, TrainResult, initial_Q, minimize_ri
 from .metrics import canonical_sign, generalization_error, overlaps
 from .baseline import fit_linear_baseline
 from .simulation import SimulationResult, run_simulation
+from . import theory  # noqa: F401  (attnlab.theory.* after a plain ``import attnlab``)
 
 __version__ = "0.1.0"

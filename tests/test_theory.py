@@ -205,6 +205,8 @@ def test_bad_input_is_rejected():
         solve_state_evolution(P0, 1.0, "diagonal")
     with pytest.raises(ValueError, match="L = 2"):
         solve_state_evolution(P0.replace(r=2), 1.0)
+    with pytest.raises(ValueError, match="lambda > 0"):
+        solve_state_evolution(P0.replace(lam=0.0), 1.0)
     with pytest.raises(ValueError, match="method"):
         Quadrature(method="simpson")
     out = subprocess.run([sys.executable, "-m", "attnlab.cli", "theory", "--omega", "0.3", "--alpha", "-1"],

@@ -231,7 +231,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     ------
     ValueError
         Invalid ``alpha``, ``branch``, ``tol``, ``init`` (needs ``q > 0``,
-        ``V > 0``, ``theta^2 < q sigma^2``), ``L != 2`` or rank ``!= 1``.
+        ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``, ``L != 2`` or rank ``!= 1``.
 
     StateEvolutionError
         If the iteration leaves the domain of the equations and cannot recover.
@@ -248,6 +248,9 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     max_iter = check_int("max_iter", max_iter, 1)
     if params.L != 2 or params.r != 1:
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
+    if not params.lam > 0:
+        raise ValueError(f"the state evolution needs lambda > 0 (got lambda={params.lam}); "
+                         "without the ridge the proximal scale V is unbounded")
     quad = quad or Quadrature()
     if init is not None:
         if not (init.q > 0 and init.V > 0 and init.theta ** 2 < init.q * params.sigma ** 2):
