@@ -277,7 +277,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
 def _starts(branch, params):
     """Default starting points, tried in turn until one reaches a fixed point on the branch."""
     s2 = params.sigma ** 2
-    V = s2 / params.lam if params.lam > 0 else 1.0
+    V = s2 / params.lam
     if branch == "positional":
         return [initial_overlaps(branch, params), Overlaps(q=0.1 * s2, m=0.1, V=0.4 * V, theta=0.0)]
     return [Overlaps(q=0.5 * s2, m=0.0, V=0.4 * V, theta=0.45 * s2), initial_overlaps(branch, params),
@@ -286,7 +286,9 @@ def _starts(branch, params):
 
 def _pinned(branch, params, pin, start):
     """Start with the branch's pinned overlap set to zero, the free coordinates and the symmetry
-    of the pinned problem (positional: ``theta = 0``; semantic: ``m = 0`` if ``A_11 = A_22``)."""
+    of the pinned problem (positional: ``theta = 0``; semantic: ``m = 0`` if ``A_11 = A_22``).
+    Set from the pins, not read off the overlaps: a start or probe with both
+    ``m`` and ``theta`` zero must not declare both expectations odd."""
     swap = bool(params.A_array[0, 0] == params.A_array[1, 1])
     if pin and branch == "positional":
         return replace(start, theta=0.0), (0, 1, 2), Symmetry(True, swap, ("f_eta",))
@@ -353,7 +355,7 @@ def _collapsed(params, alpha, branch, quad, tol, scale=1e-6):
     Then ``eps_g = eps_g(Q = 0)`` and ``eps_t = alpha E[l(0, T)]``.
     """
     s2 = params.sigma ** 2
-    tiny = Overlaps(q=scale ** 2 * s2, m=0.0, V=s2 / params.lam if params.lam > 0 else 1.0, theta=0.0)
+    tiny = Overlaps(q=scale ** 2 * s2, m=0.0, V=s2 / params.lam, theta=0.0)
     G = _FixedPointMap(params, alpha, replace(quad, method="gauss-hermite"), False, _pinned(branch, params, True, tiny)[2])
     try:
         logV = float(scipy.optimize.fixed_point(lambda lv: np.log(G(replace(tiny, V=float(np.exp(lv)))).V),
