@@ -238,11 +238,13 @@ def run_simulation_spec(spec: Mapping) -> dict:
 
 def limit_threads(n: int = 1) -> None:
     """Use ``n`` torch/BLAS threads in this process (worker initializer; also ``client.run(limit_threads)``)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(n)
+    import numba
     import torch
 
     torch.set_num_threads(n)
+    numba.set_num_threads(n)
 
 
 def make_executor(workers: int = 1) -> cf.ProcessPoolExecutor:

@@ -7,12 +7,16 @@ loss is ``l(h, T) = (sigma^2 / 2) ||S(h) - T||_F^2 = sigma^2 [(sig(a) - T11)^2 +
 with ``a = h1 (h1 - h2)``, ``b = h2 (h2 - h1)`` and ``sig`` the logistic function
 (each row of a 2x2 row-stochastic matrix has one free entry). The proximal
 problem ``min_h |h - w|^2 / (2V) + l(h, T)`` is non-convex; :func:`proximal`
-returns its *global* minimiser for every node at once (vectorised, no Python
-loop over nodes): a polar grid over the disc that must contain the minimiser,
-then Levenberg-shifted Newton steps from the best grid points and from ``w``.
+returns its *global* minimiser for every node at once: a polar grid over the
+disc that must contain the minimiser (vectorised numpy), then Levenberg-shifted
+Newton steps from the best grid points and from ``w`` (:func:`_newton`, a loop
+over nodes compiled by numba and run on all cores, no Python loop).
 """
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 from scipy.special import expit
 
@@ -55,64 +59,83 @@ def _objective(h1, h2, w1, w2, T11, T22, V, sigma):
     return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + loss(h1, h2, T11, T22, sigma)
 
 
-def _grad_hess(h1, h2, w1, w2, T11, T22, V, sigma):
-    """Gradient and Hessian of the proximal objective (closed form)."""
+@numba.njit(cache=True, inline="always")
+def _sigmoid(x):
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@numba.njit(cache=True, inline="always")
+def _objective_at(h1, h2, w1, w2, T11, T22, V, s2):
+    """The proximal objective at one point (``s2 = sigma^2``) and the two
+    attention weights ``sig(a), sig(b)``; compiled twin of :func:`_objective`."""
     delta = h1 - h2
-    a, b = h1 * delta, -h2 * delta
-    sa, sb = expit(a), expit(b)
-    da, db = sa * (1 - sa), sb * (1 - sb)
-    c = 2.0 * sigma ** 2
-    ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
-    gaa = c * (da * da + (sa - T11) * da * (1 - 2 * sa))
-    gbb = c * (db * db + (sb - T22) * db * (1 - 2 * sb))
-    # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
-    # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
-    a1, a2 = 2 * h1 - h2, -h1
-    b1, b2 = -h2, 2 * h2 - h1
-    g1 = (h1 - w1) / V + ga * a1 + gb * b1
-    g2 = (h2 - w2) / V + ga * a2 + gb * b2
-    H11 = 1.0 / V + gaa * a1 * a1 + gbb * b1 * b1 + 2 * ga
-    H22 = 1.0 / V + gaa * a2 * a2 + gbb * b2 * b2 + 2 * gb
-    H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
-    return g1, g2, H11, H12, H22
+    sa, sb = _sigmoid(h1 * delta), _sigmoid(-h2 * delta)
+    return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
 
 
-_STEPS = np.array([1.0, 0.5, 0.25, 0.1, 0.03, 0.0])
+_LADDER = (0.5, 0.25, 0.1, 0.03)
 
 
-def _newton(h1, h2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
-    """Damped, Levenberg-shifted Newton: where the Hessian is not positive
-    definite it is shifted by ``mu I`` (``mu`` from its smallest eigenvalue).
-    The full step is taken where it lowers F; elsewhere the step length is the
-    best of a fixed ladder, so F never increases; nodes whose step is below
-    ``tol`` (relative) are frozen."""
-    F = _objective(h1, h2, w1, w2, T11, T22, V, sigma)
-    active = np.arange(h1.size)
+@numba.njit(cache=True)
+def _newton_at(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
+    """Damped, Levenberg-shifted Newton from ``(h1, h2)`` for one node.
+
+    Where the Hessian is not positive definite it is shifted by ``mu I``
+    (``mu`` from its smallest eigenvalue). The full step is taken where it
+    lowers F; otherwise the best step of a fixed ladder (or none), so F never
+    increases. Stops once a step is below ``tol`` (relative)."""
+    F, sa, sb = _objective_at(h1, h2, w1, w2, T11, T22, V, s2)
+    c = 2.0 * s2
     for _ in range(iterations):
-        a1, a2, aw1, aw2, aT11, aT22 = (v[active] for v in (h1, h2, w1, w2, T11, T22))
-        g1, g2, H11, H12, H22 = _grad_hess(a1, a2, aw1, aw2, aT11, aT22, V, sigma)
-        scale = np.abs(H11) + np.abs(H22) + 1e-300
-        lam_min = 0.5 * (H11 + H22) - np.sqrt(0.25 * (H11 - H22) ** 2 + H12 ** 2)
-        mu = np.where(lam_min > 1e-8 * scale, 0.0, 0.1 * scale - lam_min)
+        da, db = sa * (1.0 - sa), sb * (1.0 - sb)
+        ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
+        gaa = c * (da * da + (sa - T11) * da * (1.0 - 2.0 * sa))
+        gbb = c * (db * db + (sb - T22) * db * (1.0 - 2.0 * sb))
+        # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
+        # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
+        a1, a2, b1, b2 = 2.0 * h1 - h2, -h1, -h2, 2.0 * h2 - h1
+        g1 = (h1 - w1) / V + ga * a1 + gb * b1
+        g2 = (h2 - w2) / V + ga * a2 + gb * b2
+        H11 = 1.0 / V + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
+        H22 = 1.0 / V + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
+        H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
+        scale = abs(H11) + abs(H22) + 1e-300
+        lam_min = 0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12)
+        mu = 0.0 if lam_min > 1e-8 * scale else 0.1 * scale - lam_min
         H11, H22 = H11 + mu, H22 + mu
         det = H11 * H22 - H12 * H12
-        n1 = -(H22 * g1 - H12 * g2) / det
-        n2 = -(H11 * g2 - H12 * g1) / det
-        new1, new2 = a1 + n1, a2 + n2
-        Fnew = _objective(new1, new2, aw1, aw2, aT11, aT22, V, sigma)
-        bad = np.nonzero(~(Fnew <= F[active]))[0]
-        if bad.size:  # the ladder of shorter steps (it contains 0: F never increases)
-            c1 = a1[bad][None] + _STEPS[1:, None] * n1[bad][None]
-            c2 = a2[bad][None] + _STEPS[1:, None] * n2[bad][None]
-            Fc = _objective(c1, c2, aw1[bad][None], aw2[bad][None], aT11[bad][None], aT22[bad][None], V, sigma)
-            best = np.argmin(Fc, axis=0)
-            idx = np.arange(bad.size)
-            new1[bad], new2[bad], Fnew[bad] = c1[best, idx], c2[best, idx], Fc[best, idx]
-        moved = np.abs(new1 - a1) + np.abs(new2 - a2)
-        h1[active], h2[active], F[active] = new1, new2, Fnew
-        active = active[moved > tol * (1.0 + np.abs(a1) + np.abs(a2))]
-        if active.size == 0:
+        n1, n2 = -(H22 * g1 - H12 * g2) / det, -(H11 * g2 - H12 * g1) / det
+        step = 1.0
+        Fnew, sa_new, sb_new = _objective_at(h1 + n1, h2 + n2, w1, w2, T11, T22, V, s2)
+        if not Fnew <= F:  # the ladder of shorter steps, and no step at all
+            step, Fnew, sa_new, sb_new = 0.0, F, sa, sb
+            for t in _LADDER:
+                Ft, sat, sbt = _objective_at(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
+                if Ft < Fnew:
+                    step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
+        done = step * (abs(n1) + abs(n2)) <= tol * (1.0 + abs(h1) + abs(h2))
+        h1, h2, F, sa, sb = h1 + step * n1, h2 + step * n2, Fnew, sa_new, sb_new
+        if done:
             break
+    return h1, h2, F
+
+
+@numba.njit(cache=True, parallel=True)
+def _newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
+    """Newton (:func:`_newton_at`) from each of ``k`` starts ``s1, s2`` (shape (k, N))
+    for every node; returns the lowest local minimum per node: h1, h2, F, shape (N,)."""
+    k, N = s1.shape
+    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
+    sq = sigma * sigma
+    for i in numba.prange(N):
+        F[i] = np.inf
+        for j in range(k):
+            a, b, f = _newton_at(s1[j, i], s2[j, i], w1[i], w2[i], T11[i], T22[i], V, sq, iterations, tol)
+            if f < F[i]:
+                h1[i], h2[i], F[i] = a, b, f
     return h1, h2, F
 
 
@@ -176,12 +199,9 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
     else:
         p1, p2 = (np.asarray(v, dtype=float).ravel() for v in warm)
         s1, s2 = np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2])
-    k = s1.shape[0]
-    rep = lambda v: np.broadcast_to(v, (k, v.size)).ravel()
-    h1, h2, F = _newton(s1.ravel(), s2.ravel(), rep(w1), rep(w2), rep(T11), rep(T22), V, sigma, iterations)
-    h1, h2, F = h1.reshape(k, -1), h2.reshape(k, -1), F.reshape(k, -1)
-    best = np.argmin(F, axis=0)
-    return h1[best, idx].reshape(shape), h2[best, idx].reshape(shape), F[best, idx].reshape(shape)
+    h1, h2, F = _newton(np.ascontiguousarray(s1), np.ascontiguousarray(s2), w1, w2, T11, T22, float(V), float(sigma),
+                        int(iterations))
+    return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
 
 
 def moreau_envelope(w1, w2, T11, T22, V: float, sigma: float, **kw) -> np.ndarray:
