@@ -14,8 +14,12 @@ two stages, in the unconstrained coordinates
 2. *fine* (``Quadrature.method == "split"``): Broyden steps
    ``x <- x - J^{-1} r(x)`` on the residual computed with the split rule of
    :mod:`attnlab.theory.split_rule`, ``J`` started from the finite-difference
-   Jacobian of the coarse residual. A warm start (``init=``, e.g. a fixed
-   point at a neighbouring ``alpha``) goes to this stage directly.
+   Jacobian of the coarse residual: first with the cheap
+   :meth:`~attnlab.theory.split_rule.SplitRule.fast` rule (to a residual of
+   1e-4), then with the requested rule, so that the expensive rule is
+   evaluated only 3-5 times. A warm start (``init=``, e.g. a fixed point at a
+   neighbouring ``alpha``) goes to this stage directly, and straight to the
+   requested rule if its residual there is below 1e-3.
 
 Without ``init`` several starting points are tried until one reaches a fixed
 point on the branch. Where none does and the trivial fixed point ``Q = 0``
@@ -38,6 +42,7 @@ from ..params import ModelParams, check_choice, check_int, check_positive
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
+from .split_rule import SplitRule
 from .symmetry import Symmetry
 
 __all__ = ["BRANCHES", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
@@ -302,18 +307,23 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SERe
     start, free, sym = _pinned(branch, params, pin, start)
     coarse = _Residual(_FixedPointMap(params, alpha, quad, False, sym), free, start)
     final = coarse
+    stages = []
     x = None
     if quad.method == "split":
         final = _Residual(_FixedPointMap(params, alpha, quad, True, sym), free, start)
+        stages = [final]
+        if quad.split != SplitRule.fast():  # first the cheap split rule: the final one then needs few steps
+            cheap = replace(quad, split=SplitRule.fast())
+            stages.insert(0, _Residual(_FixedPointMap(params, alpha, cheap, True, sym), free, start))
         if warm:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
-            x = _polish(final, coarse, coarse.pack(start), tol, give_up=True)
+            x = _polish(stages, coarse, coarse.pack(start), tol, give_up=True, warm=True)
     try:
         if x is None:
             x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
             if quad.method == "split":
-                x = _polish(final, coarse, x, tol)
+                x = _polish(stages, coarse, x, tol)
         r = final(x)
     except (FloatingPointError, StateEvolutionError) as exc:
         collapsed = _collapsed(params, alpha, branch, quad, tol)
@@ -336,7 +346,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SERe
                       overlaps=replace(ov, m=abs(ov.m), theta=abs(ov.theta)), hats=hats,
                       m=abs(ov.m), theta=abs(ov.theta) / s2, qnorm=ov.q / s2,
                       eps_g=generalization_error(ov, params, quad), eps_t=-free_entropy(ov, hats, EM, params, alpha),
-                      iterations=coarse.G.calls + (final.G.calls if final is not coarse else 0),
+                      iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
                       residual=res, converged=converged, quadrature=quad)
     return result
 
@@ -420,22 +430,30 @@ def _jacobian(f, x, step=1e-6):
     return J
 
 
-def _polish(fine, coarse, x, tol, max_steps=12, give_up=False):
-    """Broyden's method on the fine residual, started from the coarse Jacobian.
+def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4, warm=False):
+    """Broyden's method on the split-rule residuals ``stages`` (a cheap
+    preliminary rule, then the final rule), started from the finite-difference
+    Jacobian of the coarse residual and carried from stage to stage. Every
+    stage but the last stops at ``max(stage_tol, tol)``; with ``warm=True`` they
+    are skipped if the final residual at ``x`` is already below ``10 stage_tol``.
 
     With ``give_up=True`` returns ``None`` instead of a point whose residual
     did not fall below ``tol`` within ``max_steps`` or that left the domain."""
     try:
         J = _jacobian(coarse, x)
-        r = fine(x)
-        for _ in range(max_steps):
-            if np.abs(r).max() <= tol:
-                break
-            dx = -np.linalg.solve(J, r)
-            x = x + dx
-            r_new = fine(x)
-            J = J + np.outer(r_new - r - J @ dx, dx) / (dx @ dx)
-            r = r_new
+        if warm and np.abs(stages[-1](x)).max() <= 10 * stage_tol:  # already closer than the cheap rules
+            stages = stages[-1:]
+        for k, f in enumerate(stages):
+            goal = tol if k == len(stages) - 1 else max(stage_tol, tol)
+            r = f(x)
+            for _ in range(max_steps):
+                if np.abs(r).max() <= goal:
+                    break
+                dx = -np.linalg.solve(J, r)
+                x = x + dx
+                r_new = f(x)
+                J = J + np.outer(r_new - r - J @ dx, dx) / (dx @ dx)
+                r = r_new
     except (FloatingPointError, np.linalg.LinAlgError):
         if give_up:
             return None

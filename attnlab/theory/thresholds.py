@@ -8,7 +8,9 @@ global minimum falls below that of the best linear positional model.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import types
+import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.optimize
@@ -16,7 +18,8 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from ..params import ModelParams, check_int, check_positive
 from .channel import teacher_diagonal
-from .solver import SEResult, solve_state_evolution
+from .solver import ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
+from .split_rule import SplitRule
 from .state_evolution import Quadrature
 
 __all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram"]
@@ -42,11 +45,13 @@ def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
 
 
 class _BranchCache:
-    """Solves on a branch, warm-started from the nearest alpha already solved."""
+    """Solves on a branch, warm-started from the nearest alpha already solved
+    (here or, e.g. with a cheaper rule, in ``seed``)."""
 
-    def __init__(self, params, branch, quad, tol):
+    def __init__(self, params, branch, quad, tol, seed: "_BranchCache | None" = None, quiet: bool = False):
         self.params, self.branch, self.quad, self.tol = params, branch, quad, tol
         self.solved: dict[float, SEResult] = {}
+        self.seed, self.quiet = seed, quiet
 
     def __call__(self, alpha: float) -> SEResult:
         if alpha not in self.solved:
@@ -54,12 +59,38 @@ class _BranchCache:
             # alpha ~ 0.65 the semantic branch collapses onto theta = 0, which is
             # a fixed point for every alpha and must not be continued from)
             lead = "theta" if self.branch == "semantic" else "m"
-            good = [a for a, r in self.solved.items() if r.converged and getattr(r, lead) > 1e-6]
+            known = dict(self.seed.solved) if self.seed is not None else {}
+            known.update(self.solved)
+            good = [a for a, r in known.items() if r.converged and getattr(r, lead) > 1e-6]
             near = min(good, key=lambda a: abs(a - alpha), default=None)
-            init = self.solved[near].overlaps if near is not None else None
-            self.solved[alpha] = solve_state_evolution(self.params, alpha, self.branch, init=init,
-                                                       quad=self.quad, tol=self.tol)
+            init = known[near].overlaps if near is not None else None
+            result = self._solve(alpha, init)
+            if init is not None and not (result.converged and getattr(result, lead) > 1e-6):
+                # the warm start fell off the branch (e.g. onto theta = 0 after a long
+                # step in alpha): the default starts are tried instead
+                cold = self._solve(alpha, None)
+                if cold.converged and getattr(cold, lead) > 1e-6:
+                    result = cold
+            self.solved[alpha] = result
         return self.solved[alpha]
+
+    def _solve(self, alpha, init):
+        """The fixed point; with ``quiet`` no ConvergenceWarning (the result says
+        ``converged=False``) and a non-converged stand-in where the solver fails
+        (e.g. where the branch ends)."""
+        solve = lambda: solve_state_evolution(self.params, alpha, self.branch, init=init, quad=self.quad, tol=self.tol)
+        if not self.quiet:
+            return solve()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            try:
+                return solve()
+            except StateEvolutionError:
+                return _FAILED
+
+
+# where the solver failed: no fixed point, nothing to warm-start from
+_FAILED = types.SimpleNamespace(converged=False, collapsed=False, m=0.0, theta=0.0, eps_t=np.nan, eps_g=np.nan)
 
 
 def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
@@ -122,41 +153,47 @@ class Transition:
                     alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol)
 
 
-def _bracketed_root(fun, grid, xtol):
-    vals = [fun(a) for a in grid[::-1]][::-1]  # from large alpha down: warm starts from the developed branches
-    for (a0, f0), (a1, f1) in zip(zip(grid, vals), zip(grid[1:], vals[1:])):
-        if f0 == 0:
-            return a0
-        if f0 * f1 < 0:
-            return scipy.optimize.brentq(fun, a0, a1, xtol=xtol)
+def _bracketed_root(fun, grid, xtol, stop=None):
+    """Brent's method on the first sign change of ``fun`` met walking along the
+    increasing ``grid`` (from its top, until ``stop(alpha)``, if ``stop`` is
+    given); points where ``fun`` is ``nan`` are skipped. ``nan`` if there is none."""
+    points = grid[::-1] if stop is not None else grid
+    prev = None
+    for a in points:
+        f = fun(a)
+        if f == 0:
+            return a
+        if np.isfinite(f):
+            if prev is not None and prev[1] * f < 0:
+                lo, hi = sorted((prev[0], a))
+                return scipy.optimize.brentq(fun, lo, hi, xtol=xtol)
+            prev = (a, f)
+        if stop is not None and stop(a):
+            break
     return float("nan")
 
 
-def _refine_root(fun, guess, xtol, lo, hi, step=0.02, max_steps=8):
+def _refine_root(fun, guess, xtol, lo, hi, max_steps=6):
     """Root of ``fun`` near ``guess`` (within ``[lo, hi]``) to ``xtol``.
 
-    Secant steps from ``guess`` and ``guess + step``; the root is accepted
-    once ``fun`` changes sign across ``[x - xtol/2, x + xtol/2]`` (so the
-    returned midpoint is within ``xtol/2`` of a root). Falls back to Brent's
-    method on a bracket grown around ``guess`` if the secant steps wander.
+    ``fun`` is evaluated at ``x - xtol/2`` and ``x + xtol/2``, from ``x = guess``:
+    where it changes sign there, the root is bracketed by an interval of width
+    ``xtol`` and the zero of the linear interpolant in it is returned;
+    otherwise ``x`` moves to the secant root through the two values. Falls
+    back to Brent's method on a bracket grown around ``guess`` if the steps wander.
     """
     clip = lambda a: min(hi, max(lo, a))
-    a, b = clip(guess), clip(guess + step)
-    fa, fb = fun(a), fun(b)
+    x = clip(guess)
     for _ in range(max_steps):
-        if fb == fa or not (np.isfinite(fa) and np.isfinite(fb)):
+        a, b = clip(x - xtol / 2), clip(x + xtol / 2)
+        fa, fb = fun(a), fun(b)
+        if not (np.isfinite(fa) and np.isfinite(fb)) or a == b:
+            break
+        if fa * fb <= 0:
+            return a if fa == fb else a + (b - a) * fa / (fa - fb)
+        if fa == fb:
             break
         x = clip(b - fb * (b - a) / (fb - fa))
-        left, right = clip(x - xtol / 2), clip(x + xtol / 2)
-        fl, fr = fun(left), fun(right)
-        if not (np.isfinite(fl) and np.isfinite(fr)):
-            break
-        if fl * fr <= 0:
-            return 0.5 * (left + right)
-        a, fa, b, fb = (left, fl, right, fr) if abs(x - b) > xtol else (b, fb, x, 0.5 * (fl + fr))
-        if fa * fb < 0 and abs(b - a) < 8 * xtol:
-            lo_, hi_ = sorted((a, b))
-            return scipy.optimize.brentq(fun, lo_, hi_, xtol=xtol)
     return _grown_bracket_root(fun, guess, xtol, lo, hi)
 
 
@@ -221,19 +258,23 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     quad = quad or Quadrature()
     eps_lin = linear_baseline_error(params)
     grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
-    fast = Quadrature(method="gauss-hermite", order_xi=quad.order_xi, order_eta=quad.order_eta,
-                      order_error=quad.order_error)
-    stages = [fast] if quad.method == "gauss-hermite" else [fast, quad]
+    # bracket with the cheap split rule (tensor Gauss-Hermite has spurious
+    # positional fixed points, e.g. at omega = 0), then refine with ``quad``
+    stages = [quad] if quad.method == "gauss-hermite" else [replace(quad, split=SplitRule.fast())]
+    if stages[0] != quad:
+        stages.append(quad)
     alpha_c = alpha_l = float("nan")
+    sem = pos = None
     for k, rule in enumerate(stages):
-        sem = _BranchCache(params, "semantic", rule, tol)
-        pos = _BranchCache(params, "positional", rule, tol)
-        # only where the semantic solution is a semantic fixed point (theta > 0):
-        # below its appearance the "semantic" start returns theta = 0 or Q = 0
-        gap = lambda a: (sem(a).eps_t - pos(a).eps_t) if sem(a).theta > 1e-6 and not sem(a).collapsed else np.nan
-        above_lin = lambda a: sem(a).eps_g - eps_lin
-        if k == 0:
-            alpha_c = _bracketed_root(gap, grid, xtol)
+        sem = _BranchCache(params, "semantic", rule, tol, seed=sem, quiet=True)
+        pos = _BranchCache(params, "positional", rule, tol, seed=pos, quiet=True)
+        # only where both are converged fixed points and the semantic one has
+        # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
+        exists = lambda a: sem(a).converged and sem(a).theta > 1e-6 and not sem(a).collapsed
+        gap = lambda a: (sem(a).eps_t - pos(a).eps_t) if exists(a) and pos(a).converged else np.nan
+        above_lin = lambda a: sem(a).eps_g - eps_lin if sem(a).converged else np.nan
+        if k == 0:  # from the top: warm starts from the developed branches; stop where the semantic one ends
+            alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a))
         elif not np.isnan(alpha_c):
             alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
         if np.isnan(alpha_c):
@@ -245,6 +286,15 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
         elif not np.isnan(alpha_l):
             alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params)
+
+
+def _share_cores(workers: int) -> None:
+    """Worker initializer: this process's share of the cores for the compiled proximal kernels."""
+    import os
+
+    import numba
+
+    numba.set_num_threads(max(1, min(numba.config.NUMBA_NUM_THREADS, (os.cpu_count() or 1) // workers)))
 
 
 def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bool = False,
@@ -287,5 +337,6 @@ def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bo
     bar = dict(total=len(cases), desc="phase diagram", disable=not progress, leave=False)
     if workers == 1:
         return [solve(c) for c in tqdm(cases, **bar)]
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_share_cores, initargs=(workers,)) as pool:
         return list(tqdm(pool.map(solve, cases), **bar))
