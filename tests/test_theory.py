@@ -156,6 +156,33 @@ def test_split_rule_is_stable_under_refinement(fixed_points, alpha, branch):
         assert abs(a - b) <= rel * max(abs(b), 1e-12), (branch, k, a, b)
 
 
+def test_split_rule_moves_continuously_with_the_overlaps(fixed_points):
+    """The split rule locates jumps by bisection; without the final interpolation
+    the map moved in steps of the bracket width (second differences of the
+    residual over a 1e-6 grid were 7e-7). Smooth: second differences ~ h^2 |G''|."""
+    from attnlab.theory.solver import _FixedPointMap, _pinned, _Residual
+    for alpha, branch in [(0.8, "positional"), (1.6, "semantic")]:
+        ov = fixed_points[(alpha, branch)].overlaps
+        start, free, sym = _pinned(branch, P0, True, ov)
+        f = _Residual(_FixedPointMap(P0, alpha, Quadrature(), True, sym), free, start)
+        x0 = f.pack(ov)
+        R = np.array([f(x0 + t) for t in np.linspace(0.0, 1e-5, 6)])
+        first, second = np.abs(np.diff(R, axis=0)).max(), np.abs(np.diff(R, 2, axis=0)).max()
+        assert first > 1e-7 and second < 2e-8, (branch, first, second)
+
+
+def test_fast_rule_is_within_its_stated_error(fixed_points):
+    """Quadrature.fast() (the widgets' rule) against the default: errors of order 1e-3
+    (measured 2e-4 to 1e-3 relative), larger where the semantic branch sets in
+    steeply (alpha = 0.8: theta 5.5e-3)."""
+    for (alpha, branch), ref in fixed_points.items():
+        res = solve_state_evolution(P0, alpha, branch, quad=Quadrature.fast())
+        rel = 1e-2 if (alpha, branch) == (0.8, "semantic") else 3e-3
+        for k in ("m", "theta", "qnorm", "eps_t"):
+            a, b = getattr(res, k), getattr(ref, k)
+            assert abs(a - b) <= rel * max(abs(b), 1e-3), (alpha, branch, k, a, b)
+
+
 # Not (0.8, "semantic"): below alpha_c, GD from Q* ends in a mixed state
 # (|m| ~ 0.03, theta ~ 0.32 at d = 1000) instead of the m = 0 semantic branch
 # (theta = 0.237, on the steep part of theta ~ sqrt(alpha - 0.72)); see results/README.md.
@@ -196,6 +223,22 @@ def test_transition_is_where_the_branches_cross():
         eps = {b: run_simulation(P0, a, 300, init=b, seed=0, method="lbfgs", n_test=1000, progress=False).eps_t
                for b in ("semantic", "positional")}
         assert min(eps, key=eps.get) == lower, (a, eps)
+
+
+def test_transition_without_positional_teacher():
+    """omega = 0: the teacher has no positional part; the positional branch still
+    exists (fitting the mean attention) and loses to the semantic one at alpha_c ~ 0.615.
+    The roots are sign changes of the gaps (fast rule here; tensor Gauss-Hermite
+    put the crossing at 0.74, on a spurious positional fixed point with m = 0.06)."""
+    from attnlab.theory import find_transition, se_curve
+    params = P0.replace(omega=0.0)
+    quad = Quadrature.fast()
+    tr = find_transition(params, quad=quad, xtol=2e-3)
+    assert 0.58 < tr.alpha_c < 0.65 and tr.alpha_c < tr.alpha_l < 0.8
+    around = [tr.alpha_c - 0.01, tr.alpha_c + 0.01]
+    sem, pos = se_curve(params, around, "semantic", quad=quad), se_curve(params, around, "positional", quad=quad)
+    gap = [s.eps_t - p.eps_t for s, p in zip(sem, pos)]
+    assert gap[0] > 0 > gap[1] and all(s.theta > 0.2 and p.m > 0.1 for s, p in zip(sem, pos))
 
 
 def test_bad_input_is_rejected():

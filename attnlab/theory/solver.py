@@ -193,7 +193,8 @@ class _Residual:
     def __call__(self, x):
         with np.errstate(over="raise", invalid="raise"):
             ov = self.unpack(x)
-        r = self.pack(self.G(ov)) - x
+        with np.errstate(divide="ignore", invalid="ignore"):  # q = 0 (a collapse) is caught just below
+            r = self.pack(self.G(ov)) - x
         if not np.all(np.isfinite(r)):
             raise FloatingPointError("state evolution produced a non-finite update")
         return r
@@ -264,10 +265,17 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin)
     else:
         lead = "theta" if branch == "semantic" else "m"
+        result = error = None
         for start in _starts(branch, params):
-            result = _solve(params, alpha, branch, start, False, quad, tol, max_iter, pin)
+            try:
+                result = _solve(params, alpha, branch, start, False, quad, tol, max_iter, pin)
+            except StateEvolutionError as exc:  # this start left the domain: try the next one
+                error = exc
+                continue
             if result.converged and (getattr(result, lead) > 1e-6 or result.collapsed):
                 break
+        if result is None:
+            raise error
     if not result.converged:
         warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
                       f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
