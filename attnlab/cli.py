@@ -10,6 +10,7 @@ import importlib
 import json
 import math
 import sys
+import warnings
 
 from .params import DEFAULT_A, ModelParams
 from .training import INITS, METHODS
@@ -120,22 +121,29 @@ def _json_safe(value):
 
 
 def main(argv=None) -> int:
-    """Run the CLI; returns the process exit code (0 success, 2 invalid input, 1 failure)."""
+    """Run the CLI; returns the process exit code: 0 success, 1 failure, 2 invalid
+    input, 3 result printed but not converged (``"converged": false``). Warnings are
+    printed on one line each (``attnlab: warning: ...``) to stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        result = args.func(args)
-    except ValueError as exc:
-        print(f"attnlab: error: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"attnlab: failed: {exc}", file=sys.stderr)
-        return 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = args.func(args)
+        except ValueError as exc:
+            print(f"attnlab: error: {exc}", file=sys.stderr)
+            return 2
+        except RuntimeError as exc:
+            print(f"attnlab: failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            for w in caught:
+                print(f"attnlab: warning: {w.message}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(_json_safe(result), allow_nan=False))
     else:
         _print_summary(result)
-    return 0
+    return 3 if isinstance(result, dict) and result.get("converged") is False else 0
 
 
 if __name__ == "__main__":

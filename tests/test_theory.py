@@ -268,3 +268,13 @@ def test_theory_cli_json():
     for key in ("q", "m", "V", "theta", "qnorm", "eps_g", "eps_t", "converged", "iterations"):
         assert key in res
     assert res["converged"] and res["theta"] == 0.0
+
+
+def test_theory_cli_reports_non_convergence():
+    """omega = 1 (a purely positional teacher) has no semantic fixed point: the CLI
+    prints the result with converged = false, one warning line, and exits with 3."""
+    out = subprocess.run([sys.executable, "-m", "attnlab.cli", "theory", "--omega", "1", "--alpha", "1",
+                          "--branch", "semantic", "--json"], capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    assert json.loads(out.stdout)["converged"] is False
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("attnlab: warning: state evolution did not converge")
