@@ -81,7 +81,7 @@ class SplitRule:
         """A cheap rule: 1/14 of the nodes of the default, errors of order 1e-3 on
         the fixed-point map (for interactive use, and as the solver's first stage)."""
         return cls(order_eta=4, order_eta_d=4, eta_panel=2.0, order_v=6, order_u=4, panel=3.0, scan=13,
-                   bisections=8)
+                   bisections=12)
 
     def refined(self, factor: float = 1.5) -> "SplitRule":
         up = lambda o: int(np.ceil(o * factor))

@@ -156,7 +156,8 @@ class Transition:
 def _bracketed_root(fun, grid, xtol, stop=None):
     """Brent's method on the first sign change of ``fun`` met walking along the
     increasing ``grid`` (from its top, until ``stop(alpha)``, if ``stop`` is
-    given); points where ``fun`` is ``nan`` are skipped. ``nan`` if there is none."""
+    given); points where ``fun`` is ``nan`` are skipped. ``nan`` if there is none,
+    or if ``fun`` is ``nan`` inside the bracket."""
     points = grid[::-1] if stop is not None else grid
     prev = None
     for a in points:
@@ -165,8 +166,7 @@ def _bracketed_root(fun, grid, xtol, stop=None):
             return a
         if np.isfinite(f):
             if prev is not None and prev[1] * f < 0:
-                lo, hi = sorted((prev[0], a))
-                return scipy.optimize.brentq(fun, lo, hi, xtol=xtol)
+                return _brent(fun, *sorted((prev[0], a)), xtol)
             prev = (a, f)
         if stop is not None and stop(a):
             break
@@ -214,7 +214,16 @@ def _grown_bracket_root(fun, guess, xtol, lo, hi, step=0.05, max_grow=30):
             fb = fun(b)
     if not (np.isfinite(fa) and np.isfinite(fb)) or fa * fb > 0:
         return float("nan")
-    return scipy.optimize.brentq(fun, a, b, xtol=xtol)
+    return _brent(fun, a, b, xtol)
+
+
+def _brent(fun, a, b, xtol):
+    """Brent's method on the bracket ``[a, b]``; ``nan`` if ``fun`` is ``nan`` inside it
+    (no converged fixed point there)."""
+    try:
+        return scipy.optimize.brentq(fun, a, b, xtol=xtol)
+    except ValueError:
+        return float("nan")
 
 
 def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
