@@ -1,12 +1,12 @@
 """Precompute the state-evolution tables that the book's chapters plot.
 
 The chapters prefer the results cached by ``attnlab reproduce`` (``results/``, default
-quadrature); when those are missing they read these smaller tables, made with the fast
-Gauss-Hermite rule of :func:`attnlab.widgets.fast_quadrature`, instead of spending
+quadrature); when those are missing they read these smaller tables, made with the cheap
+split rule of :func:`attnlab.widgets.fast_quadrature` (error ~1e-3), instead of spending
 minutes of the book build on state-evolution sweeps. Every chapter that uses them says so
 and can recompute everything with ``FULL_SCALE = True``.
 
-Usage (from the repository root; about 10 minutes on two cores)::
+Usage (from the repository root; about 1-2 minutes on two cores)::
 
     python book/_scripts/make_book_cache.py            # all tables
     python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase
