@@ -188,8 +188,8 @@ class SEExplorerState:
 
     Attributes
     ----------
-    warm : dict of str to Overlaps
-        Last converged SE overlaps per branch (initial point of the next solve).
+    warm : dict of str to SEResult
+        Last converged fixed point per branch (initial point of the next solve).
     results : dict of str to SEResult
         Last results per branch.
     eps_g_linear : float
@@ -240,7 +240,7 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
                 res = solve_state_evolution(params, alpha, branch, quad=quad, tol=tol)
         state.results[branch] = res
         if res.converged and not res.collapsed:
-            state.warm[branch] = res.overlaps
+            state.warm[branch] = res  # its overlaps, and its Jacobian where the parameters are unchanged
     state.eps_g_linear = linear_baseline_error(params)
     return state
 

@@ -183,6 +183,21 @@ def test_fast_rule_is_within_its_stated_error(fixed_points):
             assert abs(a - b) <= rel * max(abs(b), 1e-3), (alpha, branch, k, a, b)
 
 
+def test_warm_start_from_a_result_reaches_the_same_fixed_point(fixed_points):
+    """init=SEResult (overlaps and Jacobian of a neighbouring solve) gives the fixed
+    point a cold start gives; a result from another branch passes no Jacobian."""
+    for (alpha, branch), near in fixed_points.items():
+        warm = solve_state_evolution(P0, alpha + 0.01, branch, init=near)
+        cold = solve_state_evolution(P0, alpha + 0.01, branch)
+        assert warm.converged and near.jacobian.shape == (3, 3)
+        for k in ("m", "theta", "qnorm", "eps_t"):
+            assert getattr(warm, k) == pytest.approx(getattr(cold, k), rel=1e-6, abs=1e-9), (alpha, branch, k)
+    sem = fixed_points[(1.6, "semantic")]
+    a = solve_state_evolution(P0, 1.61, "positional", init=sem)
+    b = solve_state_evolution(P0, 1.61, "positional", init=sem.overlaps)
+    assert (a.m, a.qnorm, a.iterations) == (b.m, b.qnorm, b.iterations)
+
+
 # Not (0.8, "semantic"): below alpha_c, GD from Q* ends in a mixed state
 # (|m| ~ 0.03, theta ~ 0.32 at d = 1000) instead of the m = 0 semantic branch
 # (theta = 0.237, on the steep part of theta ~ sqrt(alpha - 0.72)); see results/README.md.

@@ -19,7 +19,8 @@ two stages, in the unconstrained coordinates
    1e-4), then with the requested rule, so that the expensive rule is
    evaluated only 3-5 times. A warm start (``init=``, e.g. a fixed point at a
    neighbouring ``alpha``) goes to this stage directly, and straight to the
-   requested rule if its residual there is below 1e-3.
+   requested rule if its residual there is below 5e-3; an ``SEResult`` passed
+   as ``init`` also brings its Jacobian (no finite differences).
 
 Without ``init`` several starting points are tried until one reaches a fixed
 point on the branch. Where none does and the trivial fixed point ``Q = 0``
@@ -94,6 +95,10 @@ class SEResult:
         The branch has collapsed onto the trivial fixed point ``Q = 0``
         (uniform attention: ``q = m = theta = 0``), which attracts the
         iteration there (e.g. strong regularisation or small ``sigma``).
+    jacobian : ndarray, shape (k, k), or None
+        Broyden's approximation of the Jacobian of the residual ``G(x) - x`` at the
+        fixed point, in the solver's coordinates of the ``k`` free overlaps (split
+        rule only); passing this result as ``init`` lets a neighbouring solve start from it.
     """
 
     alpha: float
@@ -112,6 +117,7 @@ class SEResult:
     quadrature: Quadrature
     quadrature_error: dict | None = field(default=None)
     collapsed: bool = False
+    jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """JSON-serialisable summary (SE ``q, V`` plus the user-facing observables)."""
@@ -200,7 +206,8 @@ class _Residual:
         return r
 
 
-def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "semantic", *, init: Overlaps | None = None,
+def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "semantic", *,
+                          init: "Overlaps | SEResult | None" = None,
                           quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
                           error_estimate: bool = False, pin: bool = True) -> SEResult:
     """Fixed point of the state evolution on a branch (SCIENCE.md Sec. 5; paper Result 4.2).
@@ -213,8 +220,10 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Sample complexity ``n/d`` in ``(0, inf)``.
     branch : {"semantic", "positional"}
         Branch to follow (pins ``theta = 0`` or, for symmetric ``A``, ``m = 0``).
-    init : Overlaps, optional
-        Initial SE overlaps (e.g. a warm start from a neighbouring ``alpha``).
+    init : Overlaps or SEResult, optional
+        Initial SE overlaps (e.g. a warm start from a neighbouring ``alpha``). An
+        ``SEResult`` on the same branch with the same parameters also passes its
+        ``jacobian``, which saves most of the work of a nearby solve.
     quad : Quadrature, optional
         Expectation rule (default ``Quadrature()``: split rule).
     tol : float
@@ -258,11 +267,16 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         raise ValueError(f"the state evolution needs lambda > 0 (got lambda={params.lam}); "
                          "without the ridge the proximal scale V is unbounded")
     quad = quad or Quadrature()
+    jacobian = None
+    if isinstance(init, SEResult):
+        if init.branch == branch and init.params == params and pin:
+            jacobian = init.jacobian
+        init = init.overlaps
     if init is not None:
         if not (init.q > 0 and init.V > 0 and init.theta ** 2 < init.q * params.sigma ** 2):
             raise ValueError(f"init must have q > 0, V > 0 and theta^2 < q sigma^2 (got {init}); "
                              "a collapsed result (q = 0) is not a valid warm start")
-        result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin)
+        result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin, jacobian)
     else:
         lead = "theta" if branch == "semantic" else "m"
         result = error = None
@@ -310,13 +324,16 @@ def _pinned(branch, params, pin, start):
     return start, (0, 1, 2, 3), Symmetry(False, swap, ())
 
 
-def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SEResult:
-    """One solve from ``start`` (``warm``: a nearby fixed point, polish it directly)."""
+def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobian=None) -> SEResult:
+    """One solve from ``start`` (``warm``: a nearby fixed point, polish it directly,
+    from ``jacobian`` if given)."""
     start, free, sym = _pinned(branch, params, pin, start)
     coarse = _Residual(_FixedPointMap(params, alpha, quad, False, sym), free, start)
     final = coarse
     stages = []
-    x = None
+    x = J = None
+    if jacobian is not None and np.shape(jacobian) != (len(free), len(free)):
+        jacobian = None
     if quad.method == "split":
         final = _Residual(_FixedPointMap(params, alpha, quad, True, sym), free, start)
         stages = [final]
@@ -326,12 +343,12 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SERe
         if warm:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
-            x = _polish(stages, coarse, coarse.pack(start), tol, give_up=True, warm=True)
+            x, J = _polish(stages, coarse, coarse.pack(start), tol, give_up=True, warm=True, J=jacobian)
     try:
         if x is None:
             x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
             if quad.method == "split":
-                x = _polish(stages, coarse, x, tol)
+                x, J = _polish(stages, coarse, x, tol)
         r = final(x)
     except (FloatingPointError, StateEvolutionError) as exc:
         collapsed = _collapsed(params, alpha, branch, quad, tol)
@@ -355,8 +372,16 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin) -> SERe
                       m=abs(ov.m), theta=abs(ov.theta) / s2, qnorm=ov.q / s2,
                       eps_g=generalization_error(ov, params, quad), eps_t=-free_entropy(ov, hats, EM, params, alpha),
                       iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
-                      residual=res, converged=converged, quadrature=quad)
+                      residual=res, converged=converged, quadrature=quad,
+                      jacobian=None if J is None else _sign_fixed(J, ov, free))
     return result
+
+
+def _sign_fixed(J, ov, free):
+    """The Jacobian in the coordinates of the sign-fixed overlaps (``m, theta >= 0``;
+    the map is symmetric under ``Q -> -Q``, which flips the ``m`` and ``theta`` coordinates)."""
+    s = np.array([1.0, -1.0 if ov.m < 0 else 1.0, 1.0, -1.0 if ov.theta < 0 else 1.0])[list(free)]
+    return s[:, None] * J * s[None, :]
 
 
 
@@ -438,18 +463,20 @@ def _jacobian(f, x, step=1e-6):
     return J
 
 
-def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4, warm=False):
+def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4, warm=False, J=None):
     """Broyden's method on the split-rule residuals ``stages`` (a cheap
-    preliminary rule, then the final rule), started from the finite-difference
-    Jacobian of the coarse residual and carried from stage to stage. Every
+    preliminary rule, then the final rule), started from ``J`` (e.g. the
+    Jacobian a neighbouring solve ended with) or else from the finite-difference
+    Jacobian of the coarse residual, and carried from stage to stage. Every
     stage but the last stops at ``max(stage_tol, tol)``; with ``warm=True`` they
-    are skipped if the final residual at ``x`` is already below ``10 stage_tol``.
+    are skipped if the final residual at ``x`` is already below ``50 stage_tol``
+    (the cheap rule's own fixed point is about 1e-3 away).
 
-    With ``give_up=True`` returns ``None`` instead of a point whose residual
-    did not fall below ``tol`` within ``max_steps`` or that left the domain."""
+    Returns ``(x, J)``; with ``give_up=True`` ``(None, None)`` instead of a point whose
+    residual did not fall below ``tol`` within ``max_steps`` or that left the domain."""
     try:
-        J = _jacobian(coarse, x)
-        if warm and np.abs(stages[-1](x)).max() <= 10 * stage_tol:  # already closer than the cheap rules
+        J = _jacobian(coarse, x) if J is None else np.array(J, dtype=float)
+        if warm and np.abs(stages[-1](x)).max() <= 50 * stage_tol:  # as close as the cheap rules get
             stages = stages[-1:]
         for k, f in enumerate(stages):
             goal = tol if k == len(stages) - 1 else max(stage_tol, tol)
@@ -464,8 +491,8 @@ def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4,
                 r = r_new
     except (FloatingPointError, np.linalg.LinAlgError):
         if give_up:
-            return None
+            return None, None
         raise
     if give_up and not np.abs(r).max() <= tol:
-        return None
-    return x
+        return None, None
+    return x, J

@@ -63,7 +63,7 @@ class _BranchCache:
             known.update(self.solved)
             good = [a for a, r in known.items() if r.converged and getattr(r, lead) > 1e-6]
             near = min(good, key=lambda a: abs(a - alpha), default=None)
-            init = known[near].overlaps if near is not None else None
+            init = known[near] if near is not None else None  # an SEResult: its Jacobian comes along
             result = self._solve(alpha, init)
             if init is not None and not (result.converged and getattr(result, lead) > 1e-6):
                 # the warm start fell off the branch (e.g. onto theta = 0 after a long
