@@ -267,6 +267,12 @@ def test_bad_input_is_rejected():
         solve_state_evolution(P0.replace(lam=0.0), 1.0)
     with pytest.raises(ValueError, match="method"):
         Quadrature(method="simpson")
+    from attnlab.theory import SplitRule
+    for field, value in (("order_v", 0), ("scan", 1), ("u_max", -1.0), ("bisections", -3), ("panel", 0.0)):
+        with pytest.raises(ValueError, match=field):
+            SplitRule(**{field: value})
+    with pytest.raises(TypeError, match="params"):
+        solve_state_evolution(None, 1.0)
     out = subprocess.run([sys.executable, "-m", "attnlab.cli", "theory", "--omega", "0.3", "--alpha", "-1"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "alpha" in out.stderr

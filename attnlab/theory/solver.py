@@ -17,7 +17,7 @@ two stages, in the unconstrained coordinates
    Jacobian of the coarse residual: first with the cheap
    :meth:`~attnlab.theory.split_rule.SplitRule.fast` rule (to a residual of
    1e-4), then with the requested rule, so that the expensive rule is
-   evaluated only 3-5 times. A warm start (``init=``, e.g. a fixed point at a
+   evaluated only 3-6 times. A warm start (``init=``, e.g. a fixed point at a
    neighbouring ``alpha``) goes to this stage directly, and straight to the
    requested rule if its residual there is below 5e-3; an ``SEResult`` passed
    as ``init`` also brings its Jacobian (no finite differences).
@@ -210,7 +210,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
                           init: "Overlaps | SEResult | None" = None,
                           quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
                           error_estimate: bool = False, pin: bool = True) -> SEResult:
-    """Fixed point of the state evolution on a branch (SCIENCE.md Sec. 5; paper Result 4.2).
+    """Fixed point of the state evolution on a branch (paper Result 4.2; book Chapter 5).
 
     Parameters
     ----------
@@ -244,6 +244,8 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
 
     Raises
     ------
+    TypeError
+        If ``params`` is not a :class:`~attnlab.params.ModelParams`.
     ValueError
         Invalid ``alpha``, ``branch``, ``tol``, ``init`` (needs ``q > 0``,
         ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``, ``L != 2`` or rank ``!= 1``.
@@ -257,6 +259,8 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         If the residual is above ``tol`` after the budget (the result then has
         ``converged=False``).
     """
+    if not isinstance(params, ModelParams):
+        raise TypeError(f"params must be an attnlab.ModelParams, got {type(params).__name__}")
     alpha = check_positive("alpha", alpha)
     branch = check_choice("branch", branch, BRANCHES)
     tol = check_positive("tol", tol)

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 from scipy.special import logit
 
+from ..params import check_int, check_positive
 from .channel import _newton_at, _sigmoid, proximal, teacher_diagonal
 from .quadrature import gauss_hermite
 from .symmetry import eta_rule, symmetry_of
@@ -63,6 +64,12 @@ class SplitRule:
         Branch changes per line that are resolved; more raise ``FloatingPointError``.
     bisections : int
         Bisection steps locating each branch change (precision ``2 u_max / scan / 2^bisections``).
+
+    Raises
+    ------
+    ValueError
+        If an order, ``scan`` (>= 3), ``max_jumps`` or ``bisections`` is not a
+        positive integer, or a panel length or ``u_max`` is not positive.
     """
 
     order_eta: int = 8
@@ -75,6 +82,13 @@ class SplitRule:
     u_max: float = 6.0
     max_jumps: int = 4
     bisections: int = 10
+
+    def __post_init__(self):
+        for name, low in (("order_eta", 1), ("order_eta_d", 1), ("order_v", 1), ("order_u", 1), ("scan", 3),
+                          ("max_jumps", 1), ("bisections", 1)):
+            check_int(name, getattr(self, name), low)
+        for name in ("eta_panel", "panel", "u_max"):
+            check_positive(name, getattr(self, name))
 
     @classmethod
     def fast(cls) -> "SplitRule":

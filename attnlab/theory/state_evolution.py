@@ -2,7 +2,7 @@
 ("hat") update, the ridge-prior (overlap) update, the errors and the free entropy.
 
 Source: Cui et al. 2024 (arXiv:2402.03902), Result 4.2 and App. B; notation of
-attnlab's SCIENCE.md Sec. 5. Overlaps ``(q, m, V, theta)`` are the SE variables:
+the book's Chapters 4-5 (book/md/04_glm_mapping.md, 05_state_evolution.md). Overlaps ``(q, m, V, theta)`` are the SE variables:
 ``q = sigma^2 |Q|^2 / d``, ``m = 1_d . Q / d``, ``theta = sigma^2 Q . Q* / d``,
 ``rho = sigma^2``; conjugates ``(qhat, mhat, Vhat, thetahat)``.
 """
@@ -69,6 +69,11 @@ class Quadrature:
         between nearby solutions); for interactive use see :meth:`fast`.
     split : SplitRule
         Orders of the split rule (default: error < 1e-4; :meth:`SplitRule.fast`: ~1e-3).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``, an order below 2, or ``split`` not a :class:`SplitRule`.
     """
 
     order_xi: int = 8
@@ -81,6 +86,8 @@ class Quadrature:
         check_choice("method", self.method, ("split", "gauss-hermite"))
         for name in ("order_xi", "order_eta", "order_error"):
             check_int(name, getattr(self, name), 2)
+        if not isinstance(self.split, SplitRule):
+            raise ValueError(f"split must be a SplitRule, got {self.split!r}")
 
     @classmethod
     def fast(cls) -> "Quadrature":
@@ -167,7 +174,7 @@ def channel_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, fi
 
 
 def hats_from_expectations(ex: dict, ov: Overlaps, params: ModelParams, alpha: float) -> Hats:
-    """Channel update (SCIENCE.md Sec. 5, "channel side"):
+    """Channel update (paper Result 4.2, "channel side"; book Chapter 5):
 
     ``mhat = alpha E[sum_l s_l f_l]``, ``qhat = alpha E[sum_l f_l^2]``,
     ``thetahat = alpha E[sum_l f_l eta_l] / c``,
@@ -181,7 +188,7 @@ def hats_from_expectations(ex: dict, ov: Overlaps, params: ModelParams, alpha: f
 
 
 def update_overlaps(hats: Hats, params: ModelParams) -> Overlaps:
-    """Ridge-prior update: overlaps from conjugates (SCIENCE.md Sec. 5, "regulariser side").
+    """Ridge-prior update: overlaps from conjugates (paper Result 4.2, "regulariser side"; book Chapter 5).
 
     ``D = lambda + sigma^2 Vhat``; ``q = sigma^2 (sigma^2 qhat + mhat^2 + sigma^2 rho thetahat^2) / D^2``,
     ``m = mhat / D``, ``theta = sigma^2 rho thetahat / D``, ``V = sigma^2 / D``.
