@@ -76,12 +76,12 @@ def main():
         return compare_reference(p)
     rules = {"default": Quadrature(), "fast": Quadrature.fast(), "gauss-hermite": Quadrature(method="gauss-hermite")}
     solve_state_evolution(p, 1.0, "semantic", quad=rules["fast"])  # compile the numba kernels (cached on disk)
-    print("== one fixed point (cold start; warm start from alpha - 0.05)")
+    print("== one fixed point (cold start; warm start from the SEResult at alpha - 0.05, Jacobian included)")
     for name, quad in rules.items():
         for branch, alpha in (("semantic", 1.0), ("positional", 1.0), ("semantic", 1.6), ("positional", 0.8)):
             res, t = timed(solve_state_evolution, p, alpha, branch, quad=quad)
             near = solve_state_evolution(p, alpha - 0.05, branch, quad=quad)
-            _, t_warm = timed(solve_state_evolution, p, alpha, branch, quad=quad, init=near.overlaps)
+            _, t_warm = timed(solve_state_evolution, p, alpha, branch, quad=quad, init=near)
             print(f"{name:>13} {branch:>10} alpha={alpha}: {t:5.2f} s (warm {t_warm:5.2f} s), "
                   f"{res.iterations} map evaluations, m={res.m:.5f}, theta={res.theta:.5f}")
     print("== alpha_c and alpha_l at omega = 0.3")
