@@ -68,7 +68,8 @@ class Quadrature:
         1e-2 at the default orders, and its fixed point there can jump
         between nearby solutions); for interactive use see :meth:`fast`.
     split : SplitRule
-        Orders of the split rule (default: error < 1e-4; :meth:`SplitRule.fast`: ~1e-3).
+        Orders of the split rule (default: error < 1e-4;
+        :meth:`~attnlab.theory.split_rule.SplitRule.fast`: ~1e-3).
 
     Raises
     ------
@@ -91,7 +92,7 @@ class Quadrature:
 
     @classmethod
     def fast(cls) -> "Quadrature":
-        """The split rule at low orders (:meth:`SplitRule.fast`): for interactive
+        """The split rule at low orders (:meth:`~attnlab.theory.split_rule.SplitRule.fast`): for interactive
         use, 3-5x faster than the default with errors of order 1e-3 on the overlaps
         (tensor Gauss-Hermite, ``method="gauss-hermite"``, is as fast but its
         errors reach 1e-2 on the positional branch)."""
