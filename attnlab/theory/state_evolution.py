@@ -2,7 +2,8 @@
 ("hat") update, the ridge-prior (overlap) update, the errors and the free entropy.
 
 Source: Cui et al. 2024 (arXiv:2402.03902), Result 4.2 and App. B; notation of
-the book's Chapters 4-5 (book/md/04_glm_mapping.md, 05_state_evolution.md). Overlaps ``(q, m, V, theta)`` are the SE variables:
+the book's Chapters 4-5 (book/md/04_glm_mapping.md,
+book/md/05_state_evolution.md). Overlaps ``(q, m, V, theta)`` are the SE variables:
 ``q = sigma^2 |Q|^2 / d``, ``m = 1_d . Q / d``, ``theta = sigma^2 Q . Q* / d``,
 ``rho = sigma^2``; conjugates ``(qhat, mhat, Vhat, thetahat)``.
 """
