@@ -142,6 +142,11 @@ def test_strong_regularisation_collapses_to_uniform_attention():
         assert res.eps_t == pytest.approx(0.5 * eg0, rel=1e-3)
     gd = run_simulation(params, 0.5, 300, init="positional", seed=0, method="lbfgs", n_test=2000, progress=False)
     assert gd.qnorm < 1e-8 and abs(gd.m) < 1e-6
+    # no semantic fixed point in (0, 3] here: no crossing (nan), and no exception on the
+    # way (a singular Broyden matrix near the collapse used to escape as LinAlgError)
+    from attnlab.theory import find_transition
+    tr = find_transition(params, quad=Quadrature.fast())
+    assert np.isnan(tr.alpha_c) and np.isnan(tr.alpha_l)
 
 
 @pytest.mark.parametrize("alpha,branch", [(1.6, "semantic"), (0.8, "positional")])

@@ -354,7 +354,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
             if quad.method == "split":
                 x, J = _polish(stages, coarse, x, tol)
         r = final(x)
-    except (FloatingPointError, StateEvolutionError) as exc:
+    except (FloatingPointError, np.linalg.LinAlgError, StateEvolutionError) as exc:  # e.g. a singular Jacobian
         collapsed = _collapsed(params, alpha, branch, quad, tol)
         if collapsed is not None:
             return collapsed
