@@ -80,13 +80,13 @@ _LADDER = (0.5, 0.25, 0.1, 0.03)
 
 
 @numba.njit(cache=True)
-def _newton_at(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
+def _newton_at(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
     """Damped, Levenberg-shifted Newton from ``(h1, h2)`` for one node.
 
     Where the Hessian is not positive definite it is shifted by ``mu I``
     (``mu`` from its smallest eigenvalue). The full step is taken where it
     lowers F; otherwise the best step of a fixed ladder (or none), so F never
-    increases. Stops once a step is below ``tol`` (relative)."""
+    increases. Stops once a step is below ``tol`` (relative), or after ``iterations``."""
     F, sa, sb = _objective_at(h1, h2, w1, w2, T11, T22, V, s2)
     c = 2.0 * s2
     for _ in range(iterations):

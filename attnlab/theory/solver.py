@@ -388,8 +388,6 @@ def _sign_fixed(J, ov, free):
     return s[:, None] * J * s[None, :]
 
 
-
-
 def _collapsed(params, alpha, branch, quad, tol, scale=1e-6):
     """The trivial fixed point ``Q = 0`` (uniform attention) if it attracts the iteration, else ``None``.
 

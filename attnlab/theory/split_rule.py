@@ -199,7 +199,7 @@ def _continue(h1, h2, w1, w2, T11, T22, V, sigma):
             p1, p2 = H1[k - 1, i], H2[k - 1, i]
             best = np.inf
             for a0, b0 in ((w1[k, i], w2[k, i]), (p1, p2), (-p1, -p2)):
-                a, b, f = _newton_at(a0, b0, w1[k, i], w2[k, i], T11[k, i], T22[k, i], V, sq, 40, 1e-10)
+                a, b, f = _newton_at(a0, b0, w1[k, i], w2[k, i], T11[k, i], T22[k, i], V, sq)
                 if f < best:
                     best, H1[k, i], H2[k, i] = f, a, b
     return H1, H2
@@ -257,8 +257,8 @@ def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, ome
             x = 0.5 * (lo + hi)
             _, _, w1, w2, T11, T22 = _field_point(x, n1[j], n2[j], v[j], e1[j], e2[j], sq, m, kappa, c, omega,
                                                   A11, A22)
-            h1, h2, F = _newton_at(l1, l2, w1, w2, T11, T22, V, s2, 40, 1e-10)
-            g1, g2, G = _newton_at(r1, r2, w1, w2, T11, T22, V, s2, 40, 1e-10)
+            h1, h2, F = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
+            g1, g2, G = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
             if G < F:
                 h1, h2 = g1, g2
             if _label(h1, h2) == label[j]:
@@ -270,12 +270,12 @@ def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, ome
         if label[j] != 0.0 and right == -label[j]:  # a jump between mirror minima
             _, _, w1, w2, T11, T22 = _field_point(lo, n1[j], n2[j], v[j], e1[j], e2[j], sq, m, kappa, c,
                                                   omega, A11, A22)
-            _, _, Fl_lo = _newton_at(l1, l2, w1, w2, T11, T22, V, s2, 40, 1e-10)
-            g1, g2, Fr_lo = _newton_at(r1, r2, w1, w2, T11, T22, V, s2, 40, 1e-10)
+            _, _, Fl_lo = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
+            g1, g2, Fr_lo = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
             _, _, w1, w2, T11, T22 = _field_point(hi, n1[j], n2[j], v[j], e1[j], e2[j], sq, m, kappa, c,
                                                   omega, A11, A22)
-            _, _, Fr_hi = _newton_at(r1, r2, w1, w2, T11, T22, V, s2, 40, 1e-10)
-            k1, k2, Fl_hi = _newton_at(l1, l2, w1, w2, T11, T22, V, s2, 40, 1e-10)
+            _, _, Fr_hi = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
+            k1, k2, Fl_hi = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
             d_lo, d_hi = Fl_lo - Fr_lo, Fl_hi - Fr_hi
             if _label(g1, g2) == right and _label(k1, k2) == label[j] and d_lo < 0.0 < d_hi:
                 root[j] = lo + (hi - lo) * d_lo / (d_lo - d_hi)

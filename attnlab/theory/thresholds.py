@@ -230,9 +230,9 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
                     quad: Quadrature | None = None, tol: float = 1e-6) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
 
-    With the split rule (the default ``Quadrature``) the roots are first
-    bracketed with the fast Gauss-Hermite rule, then refined with the split
-    rule on a small bracket around them.
+    The roots are bracketed on the grid, from its top, with the cheap split rule
+    (:meth:`~attnlab.theory.split_rule.SplitRule.fast`), then refined with ``quad``
+    by pairs ``x +- xtol/2`` around them (warm-started from the cheap stage).
 
     Parameters
     ----------
@@ -269,9 +269,8 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
     # bracket with the cheap split rule (tensor Gauss-Hermite has spurious
     # positional fixed points, e.g. at omega = 0), then refine with ``quad``
-    stages = [quad] if quad.method == "gauss-hermite" else [replace(quad, split=SplitRule.fast())]
-    if stages[0] != quad:
-        stages.append(quad)
+    cheap = quad if quad.method == "gauss-hermite" else replace(quad, split=SplitRule.fast())
+    stages = [quad] if cheap == quad else [cheap, quad]
     alpha_c = alpha_l = float("nan")
     sem = pos = None
     for k, rule in enumerate(stages):
