@@ -8,8 +8,8 @@ with ``a = h1 (h1 - h2)``, ``b = h2 (h2 - h1)`` and ``sig`` the logistic functio
 (each row of a 2x2 row-stochastic matrix has one free entry). The proximal
 problem ``min_h |h - w|^2 / (2V) + l(h, T)`` is non-convex; :func:`proximal`
 returns its *global* minimiser for every node at once: a polar grid over the
-disc that must contain the minimiser (vectorised numpy), then Levenberg-shifted
-Newton steps from the best grid points and from ``w`` (:func:`_newton`, a loop
+disc that must contain the minimiser, then Levenberg-shifted Newton steps from
+the best grid points and from ``w`` (:func:`_global`, :func:`_newton`: loops
 over nodes compiled by numba and run on all cores, no Python loop).
 """
 from __future__ import annotations
@@ -55,10 +55,6 @@ def attention_error(h1, h2, T11, T22, sigma: float):
     return loss(h1, h2, T11, T22, sigma)
 
 
-def _objective(h1, h2, w1, w2, T11, T22, V, sigma):
-    return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + loss(h1, h2, T11, T22, sigma)
-
-
 @numba.njit(cache=True, inline="always")
 def _sigmoid(x):
     if x >= 0.0:
@@ -70,7 +66,7 @@ def _sigmoid(x):
 @numba.njit(cache=True, inline="always")
 def _objective_at(h1, h2, w1, w2, T11, T22, V, s2):
     """The proximal objective at one point (``s2 = sigma^2``) and the two
-    attention weights ``sig(a), sig(b)``; compiled twin of :func:`_objective`."""
+    attention weights ``sig(a), sig(b)``."""
     delta = h1 - h2
     sa, sb = _sigmoid(h1 * delta), _sigmoid(-h2 * delta)
     return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
@@ -139,6 +135,37 @@ def _newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
     return h1, h2, F
 
 
+@numba.njit(cache=True, parallel=True)
+def _global(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
+    """Global search for every node: the objective on the polar grid ``gx, gy``
+    (unit disc) scaled to the disc ``|h - w| <= sqrt(2 V l(w, T))``, then Newton
+    from ``w`` and the ``starts`` best grid points; the lowest local minimum,
+    h1, h2, F, shape (N,)."""
+    N, G = w1.size, gx.size
+    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
+    s2 = sigma * sigma
+    for i in numba.prange(N):
+        radius = math.sqrt(2.0 * V * _objective_at(w1[i], w2[i], w1[i], w2[i], T11[i], T22[i], V, s2)[0])
+        best = np.full(starts, np.inf)
+        at = np.zeros(starts, np.int64)
+        for g in range(G):
+            f = _objective_at(w1[i] + radius * gx[g], w2[i] + radius * gy[g], w1[i], w2[i], T11[i], T22[i], V, s2)[0]
+            j = starts - 1
+            if f < best[j]:  # insert into the sorted list of the best grid points
+                while j > 0 and f < best[j - 1]:
+                    best[j], at[j] = best[j - 1], at[j - 1]
+                    j -= 1
+                best[j], at[j] = f, g
+        h1[i], h2[i], F[i] = _newton_at(w1[i], w2[i], w1[i], w2[i], T11[i], T22[i], V, s2, iterations)
+        for j in range(starts):
+            if best[j] < np.inf:
+                a, b, f = _newton_at(w1[i] + radius * gx[at[j]], w2[i] + radius * gy[at[j]], w1[i], w2[i], T11[i],
+                                     T22[i], V, s2, iterations)
+                if f < F[i]:
+                    h1[i], h2[i], F[i] = a, b, f
+    return h1, h2, F
+
+
 def _polar_grid(n_radius: int, n_angle: int) -> tuple[np.ndarray, np.ndarray]:
     r = (np.arange(1, n_radius + 1) / n_radius)[:, None]
     phi = (2 * np.pi * (np.arange(n_angle) + 0.5 * (np.arange(n_radius)[:, None] % 2)) / n_angle)
@@ -186,21 +213,13 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
     w1, w2, T11, T22 = (np.asarray(v, dtype=float) for v in np.broadcast_arrays(w1, w2, T11, T22))
     shape = w1.shape
     w1, w2, T11, T22 = (v.ravel() for v in (w1, w2, T11, T22))
-    idx = np.arange(w1.size)
     if warm is None:
-        radius = np.sqrt(2.0 * V * loss(w1, w2, T11, T22, sigma))
         gx, gy = _polar_grid(*grid)
-        c1 = w1[None] + radius[None] * gx[:, None]
-        c2 = w2[None] + radius[None] * gy[:, None]
-        Fg = _objective(c1, c2, w1[None], w2[None], T11[None], T22[None], V, sigma)
-        order = np.argsort(Fg, axis=0)[:starts]
-        s1 = np.concatenate([w1[None], c1[order, idx]])
-        s2 = np.concatenate([w2[None], c2[order, idx]])
+        h1, h2, F = _global(gx, gy, w1, w2, T11, T22, float(V), float(sigma), int(starts), int(iterations))
     else:
         p1, p2 = (np.asarray(v, dtype=float).ravel() for v in warm)
         s1, s2 = np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2])
-    h1, h2, F = _newton(np.ascontiguousarray(s1), np.ascontiguousarray(s2), w1, w2, T11, T22, float(V), float(sigma),
-                        int(iterations))
+        h1, h2, F = _newton(s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations))
     return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
 
 

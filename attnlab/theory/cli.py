@@ -13,7 +13,8 @@ def _params(args):
 def _cmd_theory(args) -> dict:
     from .solver import solve_state_evolution
 
-    res = solve_state_evolution(_params(args), args.alpha, args.branch, error_estimate=args.error_estimate)
+    res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=args.tol,
+                                error_estimate=args.error_estimate)
     return res.to_dict()
 
 
@@ -64,6 +65,8 @@ def add_cli(sub) -> None:
     add_model_arguments(p)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
     p.add_argument("--branch", choices=("semantic", "positional"), default="semantic")
+    p.add_argument("--tol", type=float, default=1e-7,
+                   help="tolerance on the max-norm of the fixed-point residual, > 0 (default 1e-7)")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_theory)

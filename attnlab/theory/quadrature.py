@@ -42,13 +42,15 @@ def gauss_hermite(order: int) -> tuple[np.ndarray, np.ndarray]:
     return x, w
 
 
+@lru_cache(maxsize=16)
 def tensor_rule(orders: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Tensor-product rule for ``E[g(x)]``, ``x ~ N(0, I_k)``, ``k = len(orders)``.
 
     Returns
     -------
     nodes : ndarray, shape (k, N)
-        ``N = prod(orders)``; row ``j`` holds coordinate ``j`` of every node.
+        ``N = prod(orders)``; row ``j`` holds coordinate ``j`` of every node
+        (read-only: the arrays are cached).
     weights : ndarray, shape (N,)
     """
     rules = [gauss_hermite(o) for o in orders]
@@ -56,6 +58,7 @@ def tensor_rule(orders: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     wgrids = np.meshgrid(*[r[1] for r in rules], indexing="ij")
     nodes = np.stack([g.ravel() for g in grids])
     weights = np.prod(np.stack([g.ravel() for g in wgrids]), axis=0)
+    nodes.flags.writeable = weights.flags.writeable = False
     return nodes, weights
 
 

@@ -350,7 +350,8 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
             x, J = _polish(stages, coarse, coarse.pack(start), tol, give_up=True, warm=True, J=jacobian)
     try:
         if x is None:
-            x = _solve_coarse(coarse, coarse.pack(start), tol, max_iter)
+            # the split rule's fixed point is ~1e-2 from the coarse one: solve the coarse rule to 1e-4 only
+            x = _solve_coarse(coarse, coarse.pack(start), max(tol, 1e-4) if stages else tol, max_iter)
             if quad.method == "split":
                 x, J = _polish(stages, coarse, x, tol)
         r = final(x)
@@ -482,6 +483,8 @@ def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4,
             stages = stages[-1:]
         for k, f in enumerate(stages):
             goal = tol if k == len(stages) - 1 else max(stage_tol, tol)
+            if k == len(stages) - 1 and len(stages) > 1:
+                J = _jacobian(stages[k - 1], x)
             r = f(x)
             for _ in range(max_steps):
                 if np.abs(r).max() <= goal:

@@ -60,7 +60,8 @@ class Quadrature:
         Gauss-Hermite points per dimension of the student noise ``xi`` and the
         teacher noise ``eta`` (the coarse stage of ``"split"``).
     order_error : int
-        Points per dimension for ``eps_g`` (smooth integrand: converges fast).
+        Points per dimension for ``eps_g`` (smooth integrand: converges fast;
+        at 20 within 1e-9 relative of order 40 on both branches at omega = 0.3).
     method : {"split", "gauss-hermite"}
         ``"split"`` (default): the discontinuity-aware rule of
         :mod:`attnlab.theory.split_rule` for the final fixed point, after a
@@ -80,7 +81,7 @@ class Quadrature:
 
     order_xi: int = 8
     order_eta: int = 6
-    order_error: int = 24
+    order_error: int = 20
     method: str = "split"
     split: SplitRule = field(default_factory=SplitRule)
 

@@ -24,6 +24,7 @@ Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -74,6 +75,7 @@ def rotate(x_s, x_d):
     return (x_s + x_d) / np.sqrt(2.0), (x_s - x_d) / np.sqrt(2.0)
 
 
+@lru_cache(maxsize=64)
 def eta_rule(sym: Symmetry, order_s: int, order_d: int, panel: float | None = None, limit: float = 6.0):
     """Nodes and weights for ``E_eta[J(eta)]``, ``eta ~ N(0, I_2)``, folded by ``sym``.
 
@@ -90,6 +92,7 @@ def eta_rule(sym: Symmetry, order_s: int, order_d: int, panel: float | None = No
     Returns
     -------
     eta1, eta2, weights : ndarray, shape (N,)
+        Read-only (the rules are cached).
     """
     xs, ws = gauss_hermite(order_s)
     if sym.fold_s:
@@ -104,4 +107,7 @@ def eta_rule(sym: Symmetry, order_s: int, order_d: int, panel: float | None = No
             wd = 2.0 * wd
     S, D = np.meshgrid(xs, xd, indexing="ij")
     e1, e2 = rotate(S.ravel(), D.ravel())
-    return e1, e2, np.outer(ws, wd).ravel()
+    out = e1, e2, np.outer(ws, wd).ravel()
+    for a in out:
+        a.flags.writeable = False
+    return out
