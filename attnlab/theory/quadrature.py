@@ -17,7 +17,7 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from ..params import check_int
 
-__all__ = ["gauss_hermite", "tensor_rule", "folded", "gaussian_panels"]
+__all__ = ["gauss_hermite", "gauss_legendre", "tensor_rule", "folded", "gaussian_panels"]
 
 
 @lru_cache(maxsize=64)
@@ -41,6 +41,21 @@ def gauss_hermite(order: int) -> tuple[np.ndarray, np.ndarray]:
     w.flags.writeable = False
     return x, w
 
+
+@lru_cache(maxsize=64)
+def gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the ``order``-point Gauss-Legendre rule on ``[-1, 1]``
+    (``numpy.polynomial.legendre.leggauss``, cached; read-only arrays).
+
+    Raises
+    ------
+    ValueError
+        If ``order < 1``.
+    """
+    order = check_int("order", order, 1)
+    x, w = np.polynomial.legendre.leggauss(order)
+    x.flags.writeable = w.flags.writeable = False
+    return x, w
 
 @lru_cache(maxsize=16)
 def tensor_rule(orders: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +101,7 @@ def gaussian_panels(lo: float, hi: float, panel: float, order: int) -> tuple[np.
     """Composite Gauss-Legendre rule for ``int_lo^hi g(x) phi(x) dx``, ``phi`` the N(0, 1) density.
 
     ``[lo, hi]`` is cut into equal panels of length ``<= panel``, each with
-    ``order`` Gauss-Legendre points (``numpy.polynomial.legendre.leggauss``).
+    ``order`` Gauss-Legendre points (:func:`gauss_legendre`).
 
     Returns
     -------
@@ -103,7 +118,7 @@ def gaussian_panels(lo: float, hi: float, panel: float, order: int) -> tuple[np.
     if not panel > 0:
         raise ValueError(f"panel must be > 0 (got {panel})")
     edges = np.linspace(lo, hi, int(np.ceil((hi - lo) / panel - 1e-12)) + 1)
-    x, w = np.polynomial.legendre.leggauss(order)
+    x, w = gauss_legendre(order)
     half = np.diff(edges)[:, None] / 2
     nodes = edges[:-1, None] + (x + 1) * half
     weights = w * half * np.exp(-0.5 * nodes ** 2) / np.sqrt(2 * np.pi)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..params import ModelParams, check_choice, check_int
-from .channel import loss, proximal, teacher_diagonal
+from .channel import _mean_loss, proximal, teacher_diagonal
 from .quadrature import tensor_rule
 from .split_rule import SplitRule, split_expectations
 from .symmetry import eta_rule, symmetry_of
@@ -70,7 +70,9 @@ class Quadrature:
         1e-2 at the default orders, and its fixed point there can jump
         between nearby solutions); for interactive use see :meth:`fast`.
     split : SplitRule
-        Orders of the split rule (default: error < 1e-4;
+        Orders of the split rule (default: error < 1e-4 relative at omega = 0.3,
+        lambda = 0.01; up to 5e-4 at omega = 0 and 2e-2 on ``eps_g`` at
+        lambda = 0.001, as ``error_estimate=True`` reports;
         :meth:`~attnlab.theory.split_rule.SplitRule.fast`: ~1e-3).
 
     Raises
@@ -119,18 +121,24 @@ def fields(ov: Overlaps, rho: float, nodes: np.ndarray):
         ``sqrt(rho - theta^2 / q)``.
     """
     xi1, xi2, eta1, eta2 = nodes
+    sq, kappa, c = _geometry(ov, rho)
+    w1 = sq * xi1 + SIGNS[0] * ov.m
+    w2 = sq * xi2 + SIGNS[1] * ov.m
+    hs1 = kappa * xi1 + c * eta1
+    hs2 = kappa * xi2 + c * eta2
+    return w1, w2, hs1, hs2, c
+
+
+def _geometry(ov: Overlaps, rho: float):
+    """``sqrt(q)``, ``theta / sqrt(q)`` and ``c = sqrt(rho - theta^2 / q)``; FloatingPointError
+    if the overlaps left the allowed set (``q > 0``, ``V > 0``, ``theta^2 < q rho``)."""
     if not (ov.q > 0 and ov.V > 0):
         raise FloatingPointError(f"overlaps left the allowed set: q = {ov.q:.3g} and V = {ov.V:.3g} must be > 0")
     sq = np.sqrt(ov.q)
     c2 = rho - ov.theta ** 2 / ov.q
     if c2 <= 0:
         raise FloatingPointError(f"overlaps left the allowed set: theta^2 = {ov.theta ** 2:.3g} >= q rho = {ov.q * rho:.3g}")
-    c = np.sqrt(c2)
-    w1 = sq * xi1 + SIGNS[0] * ov.m
-    w2 = sq * xi2 + SIGNS[1] * ov.m
-    hs1 = ov.theta / sq * xi1 + c * eta1
-    hs2 = ov.theta / sq * xi2 + c * eta2
-    return w1, w2, hs1, hs2, c
+    return sq, ov.theta / sq, np.sqrt(c2)
 
 
 def gauss_hermite_expectations(ov: Overlaps, params: ModelParams, quad: Quadrature, warm=None, symmetry=None):
@@ -206,12 +214,13 @@ def update_overlaps(hats: Hats, params: ModelParams) -> Overlaps:
 
 
 def generalization_error(ov: Overlaps, params: ModelParams, quad: Quadrature) -> float:
-    """``eps_g = (sigma^2/2) E ||S(h) - T(h*)||_F^2`` with ``h_l = sqrt(q) xi_l + s_l m``."""
-    rho = params.sigma ** 2
+    """``eps_g = (sigma^2/2) E ||S(h) - T(h*)||_F^2`` with ``h_l = sqrt(q) xi_l + s_l m``
+    (tensor Gauss-Hermite, ``quad.order_error`` points per dimension, one compiled loop)."""
     nodes, weights = tensor_rule((quad.order_error,) * 4)
-    w1, w2, hs1, hs2, _ = fields(ov, rho, nodes)
-    T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
-    return float(weights @ loss(w1, w2, T11, T22, params.sigma))
+    sq, kappa, c = _geometry(ov, params.sigma ** 2)
+    A = params.A_array
+    # the kernel puts w = (sqrt(q) xi_1 + m, sqrt(q) xi_2 - m): the signs SIGNS = (1, -1)
+    return float(_mean_loss(*nodes, weights, sq, ov.m, kappa, c, params.omega, A[0, 0], A[1, 1], params.sigma ** 2))
 
 
 def free_entropy(ov: Overlaps, hats: Hats, EM: float, params: ModelParams, alpha: float) -> float:
