@@ -12,15 +12,37 @@ Layout: :mod:`~attnlab.params` (validated parameters), :mod:`~attnlab.data`
 :mod:`~attnlab.simulation` (one experiment end to end), :mod:`~attnlab.theory`
 (state evolution), :mod:`~attnlab.cli`.
 """
-from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams
-from .data import Dataset, make_problem, positional_encodings, sample_dataset, sample_teacher
-from .attention import (AttentionStudent, AttentionTeacher, softmax_attention, student_output,
-                        teacher_attention, teacher_output)
-from .objective import AttentionRisk
-from .training import TrainingDivergedError, TrainResult, initial_Q, minimize_risk
-from .metrics import canonical_sign, generalization_error, overlaps
-from .baseline import fit_linear_baseline
-from .simulation import SimulationResult, run_simulation
-from . import theory  # noqa: F401  (attnlab.theory.* after a plain ``import attnlab``)
+import importlib
 
+from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams
+
+# The other names are imported on first use (PEP 562), so that the state-evolution
+# CLI does not pay for importing torch (2.5 s).
+_LAZY = {
+    "data": ("Dataset", "make_problem", "positional_encodings", "sample_dataset", "sample_teacher"),
+    "attention": ("AttentionStudent", "AttentionTeacher", "softmax_attention", "student_output",
+                  "teacher_attention", "teacher_output"),
+    "objective": ("AttentionRisk",),
+    "training": ("TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"),
+    "metrics": ("canonical_sign", "generalization_error", "overlaps"),
+    "baseline": ("fit_linear_baseline",),
+    "simulation": ("SimulationResult", "run_simulation"),
+}
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = ["DEFAULT_A", "PAPER_A_ASYMMETRIC", "ModelParams", "theory", *_WHERE]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "theory":  # attnlab.theory.* after a plain ``import attnlab``
+        return importlib.import_module(".theory", __name__)
+    if name in _WHERE:
+        value = getattr(importlib.import_module("." + _WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

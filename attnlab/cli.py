@@ -12,8 +12,7 @@ import math
 import sys
 import warnings
 
-from .params import DEFAULT_A, ModelParams
-from .training import INITS, METHODS
+from .params import DEFAULT_A, INITS, METHODS, ModelParams
 
 __all__ = ["main", "build_parser"]
 

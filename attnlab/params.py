@@ -11,13 +11,18 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "check_positive",
+__all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "check_positive",
            "check_in_range", "check_choice", "check_int"]
 
 #: Default positional attention matrix of the teacher (paper, Sec. 4).
 DEFAULT_A = ((0.6, 0.4), (0.4, 0.6))
 #: The asymmetric positional matrix also used in the paper's appendix.
 PAPER_A_ASYMMETRIC = ((0.3, 0.7), (0.8, 0.2))
+
+#: Initialisations and optimisers of :func:`attnlab.training.minimize_risk` (here so
+#: that the CLI can offer them without importing torch).
+INITS = ("semantic", "positional", "random")
+METHODS = ("gd", "lbfgs", "adam")
 
 
 def check_positive(name: str, value: float, *, strict: bool = True) -> float:

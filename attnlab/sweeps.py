@@ -179,7 +179,8 @@ def simulation_spec(*, d: int, alpha: float, omega: float = 0.3, sigma: float = 
     ValueError
         On any invalid parameter; the message names it.
     """
-    from .training import DEFAULT_LR, DEFAULT_STEPS, INITS, METHODS
+    from .params import INITS, METHODS
+    from .training import DEFAULT_LR, DEFAULT_STEPS
 
     params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A, r=rank)
     if params.L != 2:

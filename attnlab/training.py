@@ -18,12 +18,10 @@ from tqdm.auto import tqdm
 
 from .data import Dataset
 from .objective import AttentionRisk
-from .params import check_choice, check_int, check_positive
+from .params import INITS, METHODS, check_choice, check_int, check_positive
 
 __all__ = ["INITS", "METHODS", "TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"]
 
-INITS = ("semantic", "positional", "random")
-METHODS = ("gd", "lbfgs", "adam")
 #: Default learning rates on the summed risk R (GD: the paper's 0.15).
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
 #: Default maximal number of steps / iterations.
