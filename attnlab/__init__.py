@@ -13,6 +13,7 @@ Layout: :mod:`~attnlab.params` (validated parameters), :mod:`~attnlab.data`
 (state evolution), :mod:`~attnlab.cli`.
 """
 import importlib
+import importlib.util
 
 from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams
 
@@ -35,12 +36,12 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    if name == "theory":  # attnlab.theory.* after a plain ``import attnlab``
-        return importlib.import_module(".theory", __name__)
     if name in _WHERE:
         value = getattr(importlib.import_module("." + _WHERE[name], __name__), name)
         globals()[name] = value
         return value
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule: attnlab.theory, attnlab.training, ...
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
 
 
