@@ -20,7 +20,7 @@ from .data import Dataset
 from .objective import AttentionRisk
 from .params import INITS, METHODS, check_choice, check_int, check_positive
 
-__all__ = ["INITS", "METHODS", "TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"]
+__all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"]
 
 #: Default learning rates on the summed risk R (GD: the paper's 0.15).
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
