@@ -157,28 +157,34 @@ def _global(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
     (unit disc) scaled to the disc ``|h - w| <= sqrt(2 V l(w, T))``, then Newton
     from ``w`` and the ``starts`` best grid points; the lowest local minimum,
     h1, h2, F, shape (N,)."""
-    N, G = w1.size, gx.size
+    N = w1.size
     h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
-    s2 = sigma * sigma
-    for i in numba.prange(N):
-        radius = math.sqrt(2.0 * V * _objective_at(w1[i], w2[i], w1[i], w2[i], T11[i], T22[i], V, s2)[0])
-        best = np.full(starts, np.inf)
-        at = np.zeros(starts, np.int64)
-        for g in range(G):
-            f = _objective_at(w1[i] + radius * gx[g], w2[i] + radius * gy[g], w1[i], w2[i], T11[i], T22[i], V, s2)[0]
-            j = starts - 1
-            if f < best[j]:  # insert into the sorted list of the best grid points
-                while j > 0 and f < best[j - 1]:
-                    best[j], at[j] = best[j - 1], at[j - 1]
-                    j -= 1
-                best[j], at[j] = f, g
-        h1[i], h2[i], F[i] = _newton_at(w1[i], w2[i], w1[i], w2[i], T11[i], T22[i], V, s2, iterations)
-        for j in range(starts):
-            if best[j] < np.inf:
-                a, b, f = _newton_at(w1[i] + radius * gx[at[j]], w2[i] + radius * gy[at[j]], w1[i], w2[i], T11[i],
-                                     T22[i], V, s2, iterations)
-                if f < F[i]:
-                    h1[i], h2[i], F[i] = a, b, f
+    for i in numba.prange(N):  # the body is a function: numba compiles a small parallel loop much faster
+        h1[i], h2[i], F[i] = _global_at(gx, gy, w1[i], w2[i], T11[i], T22[i], V, sigma * sigma, starts, iterations)
+    return h1, h2, F
+
+
+@numba.njit(cache=True)
+def _global_at(gx, gy, w1, w2, T11, T22, V, s2, starts, iterations):
+    """:func:`_global` for one node (``s2 = sigma^2``)."""
+    radius = math.sqrt(2.0 * V * _objective_at(w1, w2, w1, w2, T11, T22, V, s2)[0])
+    best = np.full(starts, np.inf)
+    at = np.zeros(starts, np.int64)
+    for g in range(gx.size):
+        f = _objective_at(w1 + radius * gx[g], w2 + radius * gy[g], w1, w2, T11, T22, V, s2)[0]
+        j = starts - 1
+        if f < best[j]:  # insert into the sorted list of the best grid points
+            while j > 0 and f < best[j - 1]:
+                best[j], at[j] = best[j - 1], at[j - 1]
+                j -= 1
+            best[j], at[j] = f, g
+    h1, h2, F = _newton_at(w1, w2, w1, w2, T11, T22, V, s2, iterations)
+    for j in range(starts):
+        if best[j] < np.inf:
+            a, b, f = _newton_at(w1 + radius * gx[at[j]], w2 + radius * gy[at[j]], w1, w2, T11, T22, V, s2,
+                                 iterations)
+            if f < F:
+                h1, h2, F = a, b, f
     return h1, h2, F
 
 

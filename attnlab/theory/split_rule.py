@@ -159,7 +159,7 @@ class _Lines:
         return (xi1, xi2), (e1, e2), (w1, w2), (T11, T22)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     """Fields at ``xi = u n + v n_perp``, teacher noise ``eta``: ``xi1, xi2, w1, w2, T11, T22``
     (``w = sqrt(q) xi + s m``, ``h* = kappa xi + c eta``, ``T`` as in :func:`teacher_diagonal`)."""
@@ -212,14 +212,20 @@ def _continue(h1, h2, w1, w2, T11, T22, V, sigma):
     return H1, H2
 
 
-@numba.vectorize(["float64(float64, float64)"], cache=True)
-def _label(h1, h2):
+@numba.njit(cache=True)
+def _label_at(h1, h2):
     """Branch label: +1 / -1 for the mirror minima (sign of h1 - h2), 0 on the
     diagonal h1 = h2 where attention is uniform and the loss is flat."""
     delta = h1 - h2
     if abs(delta) <= 1e-7 * (1.0 + abs(h1) + abs(h2)):
         return 0.0
     return 1.0 if delta > 0 else -1.0
+
+
+@numba.vectorize(["float64(float64, float64)"], cache=True)
+def _label(h1, h2):
+    """Elementwise :func:`_label_at`."""
+    return _label_at(h1, h2)
 
 
 def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
@@ -255,37 +261,39 @@ def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, ome
     ``F_left - F_right`` (the two local minima's values) on the final bracket,
     which makes the root a continuous function of the overlaps (the midpoint
     would move in steps of the bracket width); else the midpoint."""
-    J = a.size
-    root = np.empty(J)
-    s2 = sigma * sigma
-    for j in numba.prange(J):
-        lo, hi, l1, l2, r1, r2 = a[j], b[j], a1[j], a2[j], b1[j], b2[j]
-        for _ in range(steps):
-            x = 0.5 * (lo + hi)
-            _, _, w1, w2, T11, T22 = _field_point(x, n1[j], n2[j], v[j], e1[j], e2[j], sq, m, kappa, c, omega,
-                                                  A11, A22)
-            h1, h2, F = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
-            g1, g2, G = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
-            if G < F:
-                h1, h2 = g1, g2
-            if _label(h1, h2) == label[j]:
-                lo, l1, l2 = x, h1, h2
-            else:
-                hi, r1, r2 = x, h1, h2
-        root[j] = 0.5 * (lo + hi)
-        right = _label(r1, r2)
-        if label[j] != 0.0 and right == -label[j]:  # a jump between mirror minima
-            _, _, w1, w2, T11, T22 = _field_point(lo, n1[j], n2[j], v[j], e1[j], e2[j], sq, m, kappa, c,
-                                                  omega, A11, A22)
-            _, _, Fl_lo = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
-            g1, g2, Fr_lo = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
-            _, _, w1, w2, T11, T22 = _field_point(hi, n1[j], n2[j], v[j], e1[j], e2[j], sq, m, kappa, c,
-                                                  omega, A11, A22)
-            _, _, Fr_hi = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
-            k1, k2, Fl_hi = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
-            d_lo, d_hi = Fl_lo - Fr_lo, Fl_hi - Fr_hi
-            if _label(g1, g2) == right and _label(k1, k2) == label[j] and d_lo < 0.0 < d_hi:
-                root[j] = lo + (hi - lo) * d_lo / (d_lo - d_hi)
+    root = np.empty(a.size)
+    for j in numba.prange(a.size):  # the body is a function: numba compiles a small parallel loop much faster
+        root[j] = _bisect_at(a[j], b[j], a1[j], a2[j], b1[j], b2[j], label[j], n1[j], n2[j], v[j], e1[j], e2[j],
+                             sq, m, kappa, c, omega, A11, A22, V, sigma * sigma, steps)
+    return root
+
+
+@numba.njit(cache=True)
+def _bisect_at(lo, hi, l1, l2, r1, r2, label, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22, V, s2, steps):
+    """:func:`_bisect` for one bracket (``s2 = sigma^2``)."""
+    for _ in range(steps):
+        x = 0.5 * (lo + hi)
+        _, _, w1, w2, T11, T22 = _field_point(x, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
+        h1, h2, F = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
+        g1, g2, G = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
+        if G < F:
+            h1, h2 = g1, g2
+        if _label_at(h1, h2) == label:
+            lo, l1, l2 = x, h1, h2
+        else:
+            hi, r1, r2 = x, h1, h2
+    root = 0.5 * (lo + hi)
+    right = _label_at(r1, r2)
+    if label != 0.0 and right == -label:  # a jump between mirror minima
+        _, _, w1, w2, T11, T22 = _field_point(lo, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
+        _, _, Fl_lo = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
+        g1, g2, Fr_lo = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
+        _, _, w1, w2, T11, T22 = _field_point(hi, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
+        _, _, Fr_hi = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
+        k1, k2, Fl_hi = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
+        d_lo, d_hi = Fl_lo - Fr_lo, Fl_hi - Fr_hi
+        if _label_at(g1, g2) == right and _label_at(k1, k2) == label and d_lo < 0.0 < d_hi:
+            root = lo + (hi - lo) * d_lo / (d_lo - d_hi)
     return root
 
 
@@ -302,57 +310,76 @@ def _integrate(fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, 
     too if the result's branch label differs from the segment's. (Newton from
     the scan point's minimiser alone sometimes ends in another local minimum
     with the same label: 2e-4 relative on ``E[f xi]`` at alpha = 1, omega = 0.3.)
-    Returns ``E[f1 - f2], E[f1^2 + f2^2], E[f1 xi1 + f2 xi2], E[f1 eta1 + f2 eta2], E[M]``
-    and the number of nodes."""
-    N, S = v.size, us.size
-    u_max = us[-1]
+    Returns, per line (shape (N, 5)), the contributions to ``E[f1 - f2],
+    E[f1^2 + f2^2], E[f1 xi1 + f2 xi2], E[f1 eta1 + f2 eta2], E[M]``, and the
+    number of nodes per line (shape (N,))."""
+    N = v.size
     parts = np.zeros((N, 5))
     count = np.zeros(N, np.int64)
+    H1, H2, lab = np.ascontiguousarray(H1.T), np.ascontiguousarray(H2.T), np.ascontiguousarray(lab.T)  # (N, S)
+    for i in numba.prange(N):  # the body is a function: numba compiles a small parallel loop much faster
+        count[i] = _line_sums(parts[i], fixed, jumps[i], x, wl, us, H1[i], H2[i], lab[i], n1[i], n2[i], v[i], e1[i],
+                              e2[i], weight[i], sq, m, kappa, c, omega, A11, A22, V, sigma)
+    return parts, count
+
+
+@numba.njit(cache=True)
+def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, sq, m, kappa, c, omega, A11,
+               A22, V, sigma):
+    """Adds one line's weighted sums to ``acc`` (shape (5,)); returns its number of nodes.
+    ``jumps``, ``H1``, ``H2``, ``lab``: that line's jumps, scan minimisers and labels."""
+    S = us.size
+    u_max = us[-1]
     s2 = sigma * sigma
     norm = 1.0 / math.sqrt(2.0 * math.pi)
-    for i in numba.prange(N):
-        brk = np.sort(np.concatenate((fixed, np.where(np.isfinite(jumps[i]), jumps[i], u_max))))
-        acc = np.zeros(5)
-        for b in range(brk.size - 1):
-            lo, hi = brk[b], brk[b + 1]
-            if not hi > lo:
-                continue
-            # the scan point nearest to the piece between the same branch changes
-            seg_lo, seg_hi = -np.inf, np.inf
-            for t in jumps[i]:
-                if t <= lo:
-                    seg_lo = max(seg_lo, t)
-                elif t >= hi:
-                    seg_hi = min(seg_hi, t)
-            mid = 0.5 * (lo + hi)
-            k = min(max(int(round((mid + u_max) / (2.0 * u_max) * (S - 1))), 0), S - 1)
-            while k < S - 1 and us[k] < seg_lo:
-                k += 1
-            while k > 0 and us[k] > seg_hi:
-                k -= 1
-            p1, p2 = H1[k, i], H2[k, i]
-            for q in range(x.size):
-                u = lo + 0.5 * (x[q] + 1.0) * (hi - lo)
-                wt = 0.5 * wl[q] * (hi - lo) * math.exp(-0.5 * u * u) * norm * weight[i]
-                xi1, xi2, w1, w2, T11, T22 = _field_point(u, n1[i], n2[i], v[i], e1[i], e2[i], sq, m, kappa, c, omega,
-                                                          A11, A22)
-                h1, h2, F = _newton_at(p1, p2, w1, w2, T11, T22, V, s2)
-                a, bb, f = _newton_at(w1, w2, w1, w2, T11, T22, V, s2)
+    brk = np.empty(fixed.size + jumps.size)  # fixed and the jumps (unused: u_max), sorted by insertion
+    brk[:fixed.size] = fixed
+    for j in range(jumps.size):
+        t = jumps[j] if math.isfinite(jumps[j]) else u_max
+        at = fixed.size + j
+        while at > 0 and brk[at - 1] > t:
+            brk[at] = brk[at - 1]
+            at -= 1
+        brk[at] = t
+    nodes = 0
+    for b in range(brk.size - 1):
+        lo, hi = brk[b], brk[b + 1]
+        if not hi > lo:
+            continue
+        # the scan point nearest to the piece between the same branch changes
+        seg_lo, seg_hi = -np.inf, np.inf
+        for t in jumps:
+            if t <= lo:
+                seg_lo = max(seg_lo, t)
+            elif t >= hi:
+                seg_hi = min(seg_hi, t)
+        mid = 0.5 * (lo + hi)
+        k = min(max(int(round((mid + u_max) / (2.0 * u_max) * (S - 1))), 0), S - 1)
+        while k < S - 1 and us[k] < seg_lo:
+            k += 1
+        while k > 0 and us[k] > seg_hi:
+            k -= 1
+        p1, p2 = H1[k], H2[k]
+        for q in range(x.size):
+            u = lo + 0.5 * (x[q] + 1.0) * (hi - lo)
+            wt = 0.5 * wl[q] * (hi - lo) * math.exp(-0.5 * u * u) * norm * weight
+            xi1, xi2, w1, w2, T11, T22 = _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
+            h1, h2, F = _newton_at(p1, p2, w1, w2, T11, T22, V, s2)
+            a, bb, f = _newton_at(w1, w2, w1, w2, T11, T22, V, s2)
+            if f < F:
+                h1, h2, F = a, bb, f
+            if _label_at(h1, h2) != lab[k]:  # the mirror minimum, if the branch label says so
+                a, bb, f = _newton_at(-p1, -p2, w1, w2, T11, T22, V, s2)
                 if f < F:
                     h1, h2, F = a, bb, f
-                if _label(h1, h2) != lab[k, i]:  # the mirror minimum, if the branch label says so
-                    a, bb, f = _newton_at(-p1, -p2, w1, w2, T11, T22, V, s2)
-                    if f < F:
-                        h1, h2, F = a, bb, f
-                f1, f2 = (h1 - w1) / V, (h2 - w2) / V
-                acc[0] += wt * (f1 - f2)
-                acc[1] += wt * (f1 * f1 + f2 * f2)
-                acc[2] += wt * (f1 * xi1 + f2 * xi2)
-                acc[3] += wt * (f1 * e1[i] + f2 * e2[i])
-                acc[4] += wt * F
-                count[i] += 1
-        parts[i] = acc
-    return parts.sum(axis=0), count.sum()
+            f1, f2 = (h1 - w1) / V, (h2 - w2) / V
+            acc[0] += wt * (f1 - f2)
+            acc[1] += wt * (f1 * f1 + f2 * f2)
+            acc[2] += wt * (f1 * xi1 + f2 * xi2)
+            acc[3] += wt * (f1 * e1 + f2 * e2)
+            acc[4] += wt * F
+            nodes += 1
+    return nodes
 
 
 def split_expectations(ov, params, rule: SplitRule, symmetry=None):
@@ -377,9 +404,9 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None):
     # phi(u) g(u) is smooth on every panel.
     fixed = np.linspace(-rule.u_max, rule.u_max, int(np.ceil(2 * rule.u_max / rule.panel)) + 1)
     x, wl = gauss_legendre(rule.order_u)
-    sums, nodes = _integrate(fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v,
+    parts, count = _integrate(fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v,
                              lines.eta1, lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
-    out = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), (float(t) for t in sums)))
-    out.update(jumps=int(np.isfinite(jumps).sum()), nodes=int(nodes))
+    out = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), (float(t) for t in parts.sum(axis=0))))
+    out.update(jumps=int(np.isfinite(jumps).sum()), nodes=int(count.sum()))
     out.update({name: 0.0 for name in lines.symmetry.odd})  # exact zeros; the folded rule does not see them
     return out
