@@ -71,8 +71,11 @@ def _add_train(sub) -> None:
     p.set_defaults(func=_cmd_train)
 
 
-#: Modules that register further sub-commands with an ``add_cli(subparsers)`` function.
-_PLUGINS = ("attnlab.theory.cli", "attnlab.counting", "attnlab.reproduce")
+#: Modules that register further sub-commands with an ``add_cli(subparsers)`` function,
+#: and the sub-commands each registers (so that ``attnlab theory ...`` does not import
+#: the counting module, and with it torch: 2.5 s).
+_PLUGINS = {"attnlab.theory.cli": ("theory", "transition", "phase-diagram"), "attnlab.counting": ("counting",),
+            "attnlab.reproduce": ("reproduce",)}
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
@@ -82,12 +85,14 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``attnlab`` command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the ``attnlab`` command (with ``command``, a
+    sub-command a plugin registers: only that plugin's sub-commands and ``train``)."""
     parser = _OneLineErrorParser(prog="attnlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _add_train(sub)
-    for name in _PLUGINS:
+    plugins = [name for name, commands in _PLUGINS.items() if command in commands] or list(_PLUGINS)
+    for name in plugins:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -123,7 +128,8 @@ def main(argv=None) -> int:
     """Run the CLI; returns the process exit code: 0 success, 1 failure, 2 invalid
     input, 3 result printed but not converged (``"converged": false``). Warnings are
     printed on one line each (``attnlab: warning: ...``) to stderr."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -313,6 +313,14 @@ def test_theory_cli_json():
     assert res["converged"] and res["theta"] == 0.0
 
 
+def test_theory_commands_do_not_import_torch():
+    """The state-evolution CLI and library need no torch: importing it (2.5 s) is
+    left to the commands that train."""
+    code = ("import sys; from attnlab.cli import build_parser; import attnlab.theory; "
+            "build_parser('transition'); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
 def test_theory_cli_reports_non_convergence():
     """A tolerance below the split rule's noise floor (Newton stops at relative
     steps of 1e-10) cannot be met: the CLI prints the result with
