@@ -206,7 +206,11 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
     """State-evolution fixed points on both branches at one ``alpha``.
 
     Each branch is warm-started from ``state.warm`` when available (and solved
-    from its default start if the warm start does not converge).
+    from its default start if the warm start does not converge). Where the cheap
+    rule does not converge at all (e.g. the positional branch at ``sigma = 0.6``,
+    ``alpha = 0.5``, near where that branch ends), the branch is solved again with
+    the accurate default rule (0.2-0.3 s more; ``result.quadrature`` says which
+    rule was used). A result that still has ``converged=False`` is returned as it is.
 
     Parameters
     ----------
@@ -223,7 +227,7 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
     -------
     SEExplorerState
     """
-    from .theory import ConvergenceWarning, linear_baseline_error, solve_state_evolution
+    from .theory import ConvergenceWarning, Quadrature, linear_baseline_error, solve_state_evolution
 
     state = SEExplorerState() if state is None else state
     quad = fast_quadrature() if quad is None else quad
@@ -238,6 +242,8 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
                     res = None
             if res is None or not res.converged:
                 res = solve_state_evolution(params, alpha, branch, quad=quad, tol=tol)
+            if not res.converged and quad != Quadrature():
+                res = solve_state_evolution(params, alpha, branch, tol=tol)
         state.results[branch] = res
         if res.converged and not res.collapsed:
             state.warm[branch] = res  # its overlaps, and its Jacobian where the parameters are unchanged
