@@ -72,6 +72,13 @@ def _objective_at(h1, h2, w1, w2, T11, T22, V, s2):
     return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
 
 
+@numba.njit(cache=True)
+def _teacher_at(hs1, hs2, omega, A11, A22):
+    """``T11, T22`` for one node: compiled twin of :func:`teacher_diagonal`."""
+    delta = hs1 - hs2
+    return (1.0 - omega) * _sigmoid(hs1 * delta) + omega * A11, (1.0 - omega) * _sigmoid(-hs2 * delta) + omega * A22
+
+
 @numba.njit(cache=True, parallel=True)
 def _mean_loss(x1, x2, e1, e2, weights, sq, m, kappa, c, omega, A11, A22, s2):
     """``sum_i weights_i l(w_i, T(h*_i))`` with ``w = sqrt(q) xi + s m``,
@@ -80,13 +87,9 @@ def _mean_loss(x1, x2, e1, e2, weights, sq, m, kappa, c, omega, A11, A22, s2):
     total = 0.0
     for i in numba.prange(x1.size):
         w1, w2 = sq * x1[i] + m, sq * x2[i] - m
-        hs1, hs2 = kappa * x1[i] + c * e1[i], kappa * x2[i] + c * e2[i]
-        T11 = (1.0 - omega) * _sigmoid(hs1 * (hs1 - hs2)) + omega * A11
-        T22 = (1.0 - omega) * _sigmoid(-hs2 * (hs1 - hs2)) + omega * A22
-        d = w1 - w2
-        total += weights[i] * s2 * ((_sigmoid(w1 * d) - T11) ** 2 + (_sigmoid(-w2 * d) - T22) ** 2)
+        T11, T22 = _teacher_at(kappa * x1[i] + c * e1[i], kappa * x2[i] + c * e2[i], omega, A11, A22)
+        total += weights[i] * _objective_at(w1, w2, w1, w2, T11, T22, 1.0, s2)[0]  # at h = w: the loss
     return total
-
 
 _LADDER = (0.5, 0.25, 0.1, 0.03)
 

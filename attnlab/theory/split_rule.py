@@ -32,7 +32,7 @@ import numpy as np
 from scipy.special import logit
 
 from ..params import check_int, check_positive
-from .channel import _newton_at, _sigmoid, proximal, teacher_diagonal
+from .channel import _newton_at, _teacher_at, proximal, teacher_diagonal
 from .quadrature import gauss_hermite, gauss_legendre
 from .symmetry import eta_rule, symmetry_of
 
@@ -164,10 +164,7 @@ def _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     """Fields at ``xi = u n + v n_perp``, teacher noise ``eta``: ``xi1, xi2, w1, w2, T11, T22``
     (``w = sqrt(q) xi + s m``, ``h* = kappa xi + c eta``, ``T`` as in :func:`teacher_diagonal`)."""
     xi1, xi2 = u * n1 - v * n2, u * n2 + v * n1
-    hs1, hs2 = kappa * xi1 + c * e1, kappa * xi2 + c * e2
-    delta = hs1 - hs2
-    T11 = (1.0 - omega) * _sigmoid(hs1 * delta) + omega * A11
-    T22 = (1.0 - omega) * _sigmoid(-hs2 * delta) + omega * A22
+    T11, T22 = _teacher_at(kappa * xi1 + c * e1, kappa * xi2 + c * e2, omega, A11, A22)
     return xi1, xi2, sq * xi1 + m, sq * xi2 - m, T11, T22
 
 
