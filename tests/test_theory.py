@@ -210,15 +210,16 @@ def test_widget_falls_back_to_the_default_rule_where_the_cheap_one_fails():
     """At sigma = 0.6, alpha = 0.5 the cheap rule does not converge on the
     positional branch (near where that branch ends); the sliders' solver then
     uses the default rule and shows its converged fixed point."""
+    from attnlab.theory import ConvergenceWarning
     from attnlab.widgets import solve_both_branches
     params = P0.replace(sigma=0.6)
-    from attnlab.theory import ConvergenceWarning
     with pytest.warns(ConvergenceWarning):
         cheap = solve_state_evolution(params, 0.5, "positional", quad=Quadrature.fast(), tol=1e-6)
     assert not cheap.converged
     res = solve_both_branches(params, 0.5).results["positional"]
     assert res.converged and res.quadrature == Quadrature()
     assert 0.03 < res.m < 0.09
+
 
 def test_warm_start_from_a_result_reaches_the_same_fixed_point(fixed_points):
     """init=SEResult (overlaps and Jacobian of a neighbouring solve) gives the fixed
@@ -335,6 +336,7 @@ def test_theory_commands_do_not_import_torch():
             "build_parser('transition'); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
 
 def test_theory_cli_reports_non_convergence():
     """A tolerance below the split rule's noise floor (Newton stops at relative
