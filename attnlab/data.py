@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import teacher_output
-from .params import ModelParams, check_choice, check_int, check_positive
+from .params import TEACHERS, ModelParams, check_choice, check_int, check_positive
 
 __all__ = ["positional_encodings", "sample_teacher", "Dataset", "sample_dataset",
            "make_problem", "n_samples"]
@@ -52,10 +52,32 @@ def positional_encodings(L: int, d: int, dtype="float64") -> np.ndarray:
     return P.astype(dt)
 
 
-def sample_teacher(d: int, seed: int) -> np.ndarray:
-    """Teacher weights ``Q* ~ N(0, I_d)``, shape ``(d,)``, float64, from ``seed``."""
+def sample_teacher(d: int, seed: int, teacher: str = "gaussian") -> np.ndarray:
+    """Teacher weights ``Q*``, shape ``(d,)``, float64, from ``seed``.
+
+    Parameters
+    ----------
+    d : int
+        Embedding dimension, ``>= 2``.
+    seed : int
+        Seed of the draw.
+    teacher : {"gaussian", "exact-norm"}
+        ``"gaussian"``: ``Q* ~ N(0, I_d)`` (the paper's teacher). ``"exact-norm"``:
+        the same draw rescaled to ``|Q*|^2 = d`` exactly, so that the teacher
+        field has variance ``rho = sigma^2`` as the state evolution assumes
+        (at ``d = 1000`` the Gaussian draw's ``|Q*|^2 / d`` fluctuates by about 4%).
+
+    Raises
+    ------
+    ValueError
+        If ``d < 2`` or ``teacher`` is unknown.
+    """
     d = check_int("d", d, 2)
-    return np.random.default_rng([int(seed), 0x7EAC]).standard_normal(d)
+    teacher = check_choice("teacher", teacher, TEACHERS)
+    Qstar = np.random.default_rng([int(seed), 0x7EAC]).standard_normal(d)
+    if teacher == "exact-norm":
+        Qstar *= np.sqrt(d) / np.linalg.norm(Qstar)
+    return Qstar
 
 
 @dataclass(frozen=True)
@@ -167,7 +189,7 @@ def n_samples(alpha: float, d: int) -> int:
 
 
 def make_problem(params: ModelParams, alpha: float, d: int, *, seed: int = 0,
-                 dtype="float64") -> Dataset:
+                 dtype="float64", teacher: str = "gaussian") -> Dataset:
     """Training set of ``n = round(alpha d)`` samples with a teacher drawn from ``seed``.
 
     Fresh test samples for the same teacher come from

@@ -300,6 +300,12 @@ def _plot_phase(runs, theory, path):
     plt.close(fig)
 
 
+def _plot_arbiter(runs, theory, path):
+    from .plots import plot_arbiter
+
+    plot_arbiter(runs, theory, path)
+
+
 # ----------------------------------------------------------------------------- registry
 
 @dataclass(frozen=True)
@@ -332,6 +338,9 @@ class Figure:
     plot: Callable
     notes: str = ""
 
+
+#: alpha grid of the arbiter (``se-vs-gd``): the semantic branch's disputed range and beyond.
+ARBITER_ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0)
 
 _QUICK_ALPHA = dict(d=40, alpha=[0.5, 1.0, 2.0], seed=[0])
 
@@ -396,6 +405,18 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         theory=_curve_tasks, plot=_plot_alpha,
         notes="Reduced scale: d = 300, 8 alpha, 2 inits, 2 seeds; plain full-batch GD (lr 0.15) and Adam "
               "(lr 0.01), 5000 steps each or until gradient rms 1e-9."),
+    Figure(
+        "se-vs-gd",
+        "the arbiter: GD from Q* and from the positional init at d = 1000, 2000, 4000, extrapolated in 1/d, "
+        "against both SE descriptions of the semantic branch; training-loss crossing alpha_c(omega)",
+        fixed=dict(method="lbfgs", teacher="exact-norm", n_test=10_000, **PAPER),
+        axes=dict(omega=[0.0, 0.1, 0.2, 0.3], alpha=list(ARBITER_ALPHAS), d=[1000, 2000, 4000],
+                  init=["semantic", "positional"], seed=[0, 1, 2]),
+        quick=dict(omega=[0.3], alpha=[0.6, 1.2], d=[40, 80], seed=[0]),
+        theory=_curve_tasks, plot=_plot_arbiter,
+        notes="Teacher rescaled to |Q*|^2 = d (rho = sigma^2 exactly); GD warm-up (lr 0.15) then L-BFGS to "
+              "gradient rms 1e-9 (method 'lbfgs'); eps_g on 10,000 fresh samples; extrapolation "
+              "y(d) = y_inf + b/d by weighted least squares over the seed means at each d."),
 ]}
 
 

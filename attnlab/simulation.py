@@ -88,7 +88,8 @@ def _scalar_or_list(a: np.ndarray):
 
 def run_simulation(params: ModelParams, alpha: float, d: int, *, init: str = "random", seed: int = 0,
                    method: str = "gd", steps: int | None = None, lr: float | None = None,
-                   n_test: int = 20_000, device="cpu", dtype="float64", progress: bool = True) -> SimulationResult:
+                   n_test: int = 20_000, device="cpu", dtype="float64", progress: bool = True,
+                   teacher: str = "gaussian") -> SimulationResult:
     """Sample ``n = alpha d`` training sequences, minimise ``R(Q)``, measure everything.
 
     Parameters
@@ -109,6 +110,9 @@ def run_simulation(params: ModelParams, alpha: float, d: int, *, init: str = "ra
         Fresh test samples for ``eps_g`` (default 20,000).
     device, dtype, progress
         See :func:`attnlab.training.minimize_risk`.
+    teacher : {"gaussian", "exact-norm"}
+        ``Q* ~ N(0, I_d)``, or that draw rescaled to ``|Q*|^2 = d`` exactly
+        (:func:`attnlab.data.sample_teacher`).
 
     Returns
     -------
@@ -117,13 +121,13 @@ def run_simulation(params: ModelParams, alpha: float, d: int, *, init: str = "ra
     Raises
     ------
     ValueError
-        On invalid ``alpha``, ``d``, ``init``, ``method``, ``steps``, ``lr``, ``n_test``.
+        On invalid ``alpha``, ``d``, ``init``, ``method``, ``steps``, ``lr``, ``n_test``, ``teacher``.
     attnlab.training.TrainingDivergedError
         If training diverges.
     """
     t0 = time.perf_counter()
     n_test = check_int("n_test", n_test, 2)
-    data = make_problem(params, alpha, d, seed=seed)
+    data = make_problem(params, alpha, d, seed=seed, teacher=teacher)
     res = minimize_risk(data, params.lam, init=init, method=method, r=params.r, steps=steps, lr=lr,
                         seed=seed, device=device, dtype=dtype, progress=progress)
     Q = canonical_sign(res.Q, data.Qstar, data.P)

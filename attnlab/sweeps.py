@@ -73,7 +73,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .params import ModelParams, check_choice, check_int, check_positive
+from .params import TEACHERS, ModelParams, check_choice, check_int, check_positive
 
 __all__ = ["Sweep", "SweepReport", "SweepError", "grid", "spec_key", "make_executor", "limit_threads",
            "run_sweep", "run_sweeps", "read_rows", "read_columns", "write_csv_atomic", "write_json_atomic",
@@ -166,11 +166,14 @@ def spec_key(spec: Mapping) -> str:
 def simulation_spec(*, d: int, alpha: float, omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01,
                     A=((0.6, 0.4), (0.4, 0.6)), rank: int = 1, init: str = "random", method: str = "lbfgs",
                     seed: int = 0, steps: int | None = None, lr: float | None = None,
-                    n_test: int = 20_000) -> dict:
+                    n_test: int = 20_000, teacher: str = "gaussian") -> dict:
     """A validated, flat spec for :func:`run_simulation_spec` (method defaults made explicit).
 
     Every parameter becomes a CSV column: ``d, alpha, omega, sigma, lambda,
-    A11, A12, A21, A22, rank, init, method, seed, steps, lr, n_test``.
+    A11, A12, A21, A22, rank, init, method, seed, steps, lr, n_test`` and, for a
+    teacher other than the default Gaussian draw, ``teacher`` (``"exact-norm"``:
+    ``|Q*|^2 = d``; the column is left out for the default so that the run ids of
+    existing sweeps do not change).
     ``steps`` is the step budget (L-BFGS: iterations after the warm-up) and
     ``lr`` the learning rate (L-BFGS: that of its gradient-descent warm-up).
 
@@ -194,6 +197,8 @@ def simulation_spec(*, d: int, alpha: float, omega: float = 0.3, sigma: float = 
                 steps=check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1),
                 lr=check_positive("lr", DEFAULT_LR.get(method, DEFAULT_LR["gd"]) if lr is None else lr),
                 n_test=check_int("n_test", n_test, 2))
+    if check_choice("teacher", teacher, TEACHERS) != "gaussian":
+        spec["teacher"] = teacher
     return {k: _plain(v) for k, v in spec.items()}
 
 
@@ -224,7 +229,7 @@ def run_simulation_spec(spec: Mapping) -> dict:
     lr = None if spec["method"] == "lbfgs" else spec["lr"]
     res = run_simulation(params, spec["alpha"], spec["d"], init=spec["init"], seed=spec["seed"],
                          method=spec["method"], steps=spec["steps"], lr=lr, n_test=spec["n_test"],
-                         progress=False)
+                         progress=False, teacher=spec.get("teacher", "gaussian"))
     m = res.m if params.r == 1 else _norm(res.m)
     theta = res.theta if params.r == 1 else _norm(res.theta)
     out = dict(spec)

@@ -9,6 +9,7 @@ import pytest
 
 from attnlab import ModelParams, run_simulation
 from attnlab.theory import Quadrature, linear_baseline_error, solve_state_evolution
+from attnlab.theory.solver import DEFAULT_MINIMIZER, INFORMED_TOL
 from attnlab.theory.channel import loss, proximal
 from reference import T as ref_T, gauss2
 
@@ -114,7 +115,8 @@ def fixed_points():
 
 def test_branches_are_pinned_and_converged(fixed_points):
     for (alpha, branch), res in fixed_points.items():
-        assert res.converged and res.residual <= 1e-7
+        assert res.converged and res.residual <= (1e-7 if res.minimizer == "global" else INFORMED_TOL)
+        assert res.minimizer == DEFAULT_MINIMIZER[branch]
         if branch == "positional":
             assert res.theta == 0.0 and res.m > 0.2
         else:
@@ -159,8 +161,9 @@ def test_split_rule_is_stable_under_refinement(fixed_points, alpha, branch):
     """Raising every order of the rule by 1.5x moves the observables by less
     than 1e-4 relative (measured: <= 1e-5 on both branches)."""
     rel = 1e-4
-    coarse = fixed_points[(alpha, branch)]
-    fine = solve_state_evolution(P0, alpha, branch, quad=Quadrature().refined(), init=coarse.overlaps)
+    coarse = solve_state_evolution(P0, alpha, branch, minimizer="global")
+    fine = solve_state_evolution(P0, alpha, branch, quad=Quadrature().refined(), init=coarse.overlaps,
+                                 minimizer="global")
     for k in ("m", "theta", "qnorm", "eps_g", "eps_t"):
         a, b = getattr(coarse, k), getattr(fine, k)
         assert abs(a - b) <= rel * max(abs(b), 1e-12), (branch, k, a, b)
@@ -228,8 +231,9 @@ def test_warm_start_from_a_result_reaches_the_same_fixed_point(fixed_points):
         warm = solve_state_evolution(P0, alpha + 0.01, branch, init=near)
         cold = solve_state_evolution(P0, alpha + 0.01, branch)
         assert warm.converged and near.jacobian.shape == (3, 3)
+        rel = 1e-6 if near.minimizer == "global" else 1e-3  # the informed map's residual floor is 1e-4
         for k in ("m", "theta", "qnorm", "eps_t"):
-            assert getattr(warm, k) == pytest.approx(getattr(cold, k), rel=1e-6, abs=1e-9), (alpha, branch, k)
+            assert getattr(warm, k) == pytest.approx(getattr(cold, k), rel=rel, abs=1e-9), (alpha, branch, k)
     sem = fixed_points[(1.6, "semantic")]
     a = solve_state_evolution(P0, 1.61, "positional", init=sem)
     b = solve_state_evolution(P0, 1.61, "positional", init=sem.overlaps)
@@ -255,7 +259,7 @@ def test_asymmetric_A_semantic_branch_matches_gradient_descent():
     """A = [[0.3, 0.7], [0.8, 0.2]]: the semantic branch is not pinned (m free)."""
     params = P0.replace(A=((0.3, 0.7), (0.8, 0.2)))
     se = solve_state_evolution(params, 2.0, "semantic")
-    assert se.converged and se.theta > 0.25 and se.m < 1e-6
+    assert se.converged and se.theta > 0.25 and se.m < 1e-3  # m = 0 up to the quasi-Monte Carlo error
     runs = [run_simulation(params, 2.0, 400, init="semantic", seed=s, method="lbfgs", n_test=4000, progress=False)
             for s in range(2)]
     assert np.mean([r.theta for r in runs]) == pytest.approx(se.theta, rel=0.15)
@@ -347,3 +351,70 @@ def test_theory_cli_reports_non_convergence():
     assert out.returncode == 3, out.stderr
     assert json.loads(out.stdout)["converged"] is False
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("attnlab: warning: state evolution did not converge")
+
+
+def test_informed_minimiser_is_a_local_minimum_reached_from_the_teacher():
+    """descend() returns a stationary point with a positive definite Hessian (checked
+    by finite differences of the objective), never above the objective at the start."""
+    from attnlab.theory.channel import descend
+    rng = np.random.default_rng(3)
+    w1, w2, s1, s2 = rng.normal(0, 0.6, (4, 200))
+    T11, T22 = rng.uniform(0.3, 0.9, (2, 200))
+    V, sigma = 20.0, 0.5
+    F = lambda a, b: ((a - w1) ** 2 + (b - w2) ** 2) / (2 * V) + loss(a, b, T11, T22, sigma)
+    h1, h2, Fmin = descend(w1, w2, T11, T22, V, sigma, start=(s1, s2))
+    assert np.all(Fmin <= F(s1, s2) + 1e-15) and np.allclose(Fmin, F(h1, h2), rtol=1e-12)
+    e = 1e-5
+    g1 = (F(h1 + e, h2) - F(h1 - e, h2)) / (2 * e)
+    g2 = (F(h1, h2 + e) - F(h1, h2 - e)) / (2 * e)
+    assert np.abs(g1).max() < 1e-7 and np.abs(g2).max() < 1e-7
+    e = 1e-3
+    H11 = (F(h1 + e, h2) - 2 * F(h1, h2) + F(h1 - e, h2)) / e ** 2
+    H22 = (F(h1, h2 + e) - 2 * F(h1, h2) + F(h1, h2 - e)) / e ** 2
+    H12 = (F(h1 + e, h2 + e) - F(h1 + e, h2 - e) - F(h1 - e, h2 + e) + F(h1 - e, h2 - e)) / (4 * e ** 2)
+    assert np.all(H11 > 0) and np.all(H11 * H22 - H12 ** 2 > 0)
+
+
+def test_informed_branch_is_stable_under_an_independent_point_set(fixed_points):
+    """error_estimate solves again with an independent, 4x larger scrambled Sobol set:
+    the semantic observables move by less than 3e-3 relative."""
+    res = solve_state_evolution(P0, 0.8, "semantic", init=fixed_points[(0.8, "semantic")], error_estimate=True)
+    assert res.minimizer == "informed" and res.quadrature.qmc.log2_points == 16
+    for k in ("theta", "qnorm", "eps_g", "eps_t"):
+        assert res.quadrature_error[k] <= 3e-3 * abs(getattr(res, k)), (k, res.quadrature_error[k])
+
+
+def test_informed_branch_matches_monte_carlo_fixed_point():
+    """An independent computation: plain Monte Carlo (pseudo-random Gaussians, not the
+    Sobol points) of the informed map at the solver's fixed point maps it to itself
+    within its sampling error (alpha = 0.8, omega = 0.3)."""
+    from attnlab.theory.channel import descend, teacher_diagonal
+    from attnlab.theory.state_evolution import fields, hats_from_expectations, update_overlaps
+    res = solve_state_evolution(P0, 0.8, "semantic")
+    ov = res.overlaps
+    xi1, xi2, eta1, eta2 = nodes = np.random.default_rng(11).standard_normal((4, 400_000))
+    w1, w2, hs1, hs2, _ = fields(ov, P0.sigma ** 2, nodes)
+    h1, h2, M = descend(w1, w2, *teacher_diagonal(hs1, hs2, P0.omega, P0.A_array), ov.V, P0.sigma, start=(hs1, hs2))
+    f1, f2 = (h1 - w1) / ov.V, (h2 - w2) / ov.V
+    ex = dict(f_s=0.0, f_sq=np.mean(f1 ** 2 + f2 ** 2), f_xi=np.mean(f1 * xi1 + f2 * xi2),
+              f_eta=np.mean(f1 * eta1 + f2 * eta2), M=np.mean(M))
+    new = update_overlaps(hats_from_expectations(ex, ov, P0, 0.8), P0)
+    assert new.theta == pytest.approx(ov.theta, rel=5e-3)
+    assert new.q == pytest.approx(ov.q, rel=5e-3) and new.V == pytest.approx(ov.V, rel=5e-3)
+
+
+def test_informed_eps_t_equals_the_direct_training_loss():
+    """eps_t = -Phi (free entropy) equals the training loss computed directly at the
+    fixed point, alpha E[l(h_prox)] + lambda |Q|^2 / (2 d) (two different formulas)."""
+    from attnlab.theory.channel import descend, teacher_diagonal
+    from attnlab.theory.informed_rule import gaussian_points
+    from attnlab.theory.state_evolution import fields
+    for alpha in (0.5, 1.2):
+        res = solve_state_evolution(P0, alpha, "semantic")
+        ov = res.overlaps
+        nodes = gaussian_points(res.quadrature.qmc)
+        w1, w2, hs1, hs2, _ = fields(ov, P0.sigma ** 2, nodes)
+        T11, T22 = teacher_diagonal(hs1, hs2, P0.omega, P0.A_array)
+        h1, h2, _ = descend(w1, w2, T11, T22, ov.V, P0.sigma, start=(hs1, hs2))
+        direct = alpha * np.mean(loss(h1, h2, T11, T22, P0.sigma)) + P0.lam * res.qnorm / 2
+        assert res.eps_t == pytest.approx(direct, rel=3e-3), alpha

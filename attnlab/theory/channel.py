@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["loss", "teacher_diagonal", "proximal", "moreau_envelope", "attention_error"]
+__all__ = ["loss", "teacher_diagonal", "proximal", "descend", "moreau_envelope", "attention_error"]
 
 
 def teacher_diagonal(hstar1, hstar2, omega: float, A) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +101,8 @@ def _newton_at(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
     Where the Hessian is not positive definite it is shifted by ``mu I``
     (``mu`` from its smallest eigenvalue). The full step is taken where it
     lowers F; otherwise the best step of a fixed ladder (or none), so F never
-    increases. Stops once a step is below ``tol`` (relative), or after ``iterations``."""
+    increases; where no Newton step lowers F, a backtracking steepest-descent step.
+    Stops once a step is below ``tol`` (relative), or after ``iterations``."""
     F, sa, sb = _objective_at(h1, h2, w1, w2, T11, T22, V, s2)
     c = 2.0 * s2
     for _ in range(iterations):
@@ -131,6 +132,15 @@ def _newton_at(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
                 Ft, sat, sbt = _objective_at(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
                 if Ft < Fnew:
                     step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
+        if step == 0.0:  # no Newton step lowers F: steepest descent with backtracking
+            n1, n2 = -g1 / scale, -g2 / scale
+            t = 1.0
+            for _ in range(30):
+                Ft, sat, sbt = _objective_at(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
+                if Ft < F:
+                    step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
+                    break
+                t *= 0.5
         done = step * (abs(n1) + abs(n2)) <= tol * (1.0 + abs(h1) + abs(h2))
         h1, h2, F, sa, sb = h1 + step * n1, h2 + step * n2, Fnew, sa_new, sb_new
         if done:
@@ -246,6 +256,38 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
         s1, s2 = np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2])
         h1, h2, F = _newton(s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations))
     return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
+
+
+def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int = 60):
+    """Local minimiser of the proximal problem reached by descent from ``start``.
+
+    Damped, Levenberg-shifted Newton (it never increases the objective
+    ``|h - w|^2 / (2V) + l(h, T)``) from ``start`` for every node: the minimum
+    in whose basin ``start`` lies, not necessarily the global one
+    (:func:`proximal`). Started at the teacher's field ``h*`` it is the
+    minimiser that gradient descent from ``Q0 = Q*`` keeps (book Chapter 5).
+
+    Parameters
+    ----------
+    w1, w2, T11, T22 : ndarray, shape (N,)
+        Student fields and the diagonal of the teacher attention, as in :func:`proximal`.
+    V : float
+        Proximal scale, ``> 0``.
+    sigma : float
+        Token-content standard deviation.
+    start : (ndarray, ndarray)
+        Starting points ``(h1, h2)``, shape (N,) each.
+    iterations : int
+        Maximal Newton iterations.
+
+    Returns
+    -------
+    h1, h2, F : ndarray, shape (N,)
+        The local minimiser and the objective there (the local Moreau envelope).
+    """
+    w1, w2, T11, T22, s1, s2 = (np.ascontiguousarray(v, dtype=float).ravel()
+                                for v in np.broadcast_arrays(w1, w2, T11, T22, *start))
+    return _newton(s1[None], s2[None], w1, w2, T11, T22, float(V), float(sigma), int(iterations))
 
 
 def moreau_envelope(w1, w2, T11, T22, V: float, sigma: float, **kw) -> np.ndarray:

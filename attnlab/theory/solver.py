@@ -45,13 +45,37 @@ from ..params import ModelParams, check_choice, check_int, check_positive
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
+from .informed_rule import QMCRule, informed_expectations
 from .split_rule import SplitRule
 from .symmetry import Symmetry
 
-__all__ = ["BRANCHES", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
+__all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
            "initial_overlaps"]
 
 BRANCHES = ("semantic", "positional")
+
+#: Per-sample proximal minimisers: ``"global"`` (the replica computation of the
+#: global minimum of the risk) and ``"informed"`` (the local minimiser reached by
+#: descent from the teacher's field ``h*``: the minimum gradient descent from
+#: ``Q0 = Q*`` reaches; see :mod:`attnlab.theory.informed_rule`).
+MINIMIZERS = ("global", "informed")
+
+#: The minimiser each branch uses by default: the one that describes the minimum
+#: gradient descent reaches from that branch's init (book Chapter 5).
+DEFAULT_MINIMIZER = {"semantic": "informed", "positional": "global"}
+
+#: Smallest residual tolerance used with the informed minimiser and the default
+#: point set (``2**18`` points); it grows as ``1/sqrt(points)`` for other point sets.
+#: The quasi-Monte Carlo map moves in steps (a node whose descent changes basin
+#: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
+#: residual; the integration error of the fixed point (about 1e-3) is larger still.
+INFORMED_TOL = 1e-4
+
+
+def informed_tolerance(rule: QMCRule) -> float:
+    """The residual floor of the informed minimiser's map with ``rule``: :data:`INFORMED_TOL`
+    at ``2**18`` points, growing as ``1 / sqrt(points)``."""
+    return INFORMED_TOL * float(np.sqrt(2 ** 18 / (rule.scrambles * 2 ** rule.log2_points)))
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -93,6 +117,8 @@ class SEResult:
     quadrature : Quadrature
     quadrature_error : dict or None
         If requested, ``|value(refined rule) - value|`` for ``m, theta, qnorm, eps_g, eps_t``.
+    minimizer : str
+        The per-sample proximal minimiser (:data:`MINIMIZERS`).
     collapsed : bool
         The branch has collapsed onto the trivial fixed point ``Q = 0``
         (uniform attention: ``q = m = theta = 0``), which attracts the
@@ -118,6 +144,7 @@ class SEResult:
     converged: bool
     quadrature: Quadrature
     quadrature_error: dict | None = field(default=None)
+    minimizer: str = "global"
     collapsed: bool = False
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -127,7 +154,7 @@ class SEResult:
                     theta=self.theta, qnorm=self.qnorm, eps_g=self.eps_g, eps_t=self.eps_t,
                     converged=self.converged, iterations=self.iterations, residual=self.residual,
                     qhat=self.hats.qhat, mhat=self.hats.mhat, Vhat=self.hats.Vhat, thetahat=self.hats.thetahat,
-                    quadrature_error=self.quadrature_error, collapsed=self.collapsed)
+                    quadrature_error=self.quadrature_error, minimizer=self.minimizer, collapsed=self.collapsed)
 
 
 def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
@@ -143,8 +170,10 @@ def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
 class _FixedPointMap:
     """``G(x)``: channel update then ridge update on a fixed rule."""
 
-    def __init__(self, params: ModelParams, alpha: float, quad: Quadrature, fine: bool, symmetry: Symmetry):
+    def __init__(self, params: ModelParams, alpha: float, quad: Quadrature, fine: bool, symmetry: Symmetry,
+                 minimizer: str = "global"):
         self.params, self.alpha, self.quad, self.fine = params, alpha, quad, fine
+        self.minimizer = minimizer
         self.symmetry = symmetry  # fixed, so that the node set (and its warm starts) stay fixed
         self.calls = 0
         self.warm = None
@@ -158,7 +187,10 @@ class _FixedPointMap:
 
     def _hats(self, ov: Overlaps):
         self.calls += 1
-        if self.fine:
+        if self.minimizer == "informed":
+            rule = self.quad.qmc if self.fine else QMCRule.fast()
+            ex = informed_expectations(ov, self.params, rule, self.symmetry)
+        elif self.fine:
             ex = channel_expectations(ov, self.params, self.quad, fine=True, symmetry=self.symmetry)
         else:
             # Gauss-Hermite nodes are fixed: the first call searches every proximal
@@ -211,7 +243,8 @@ class _Residual:
 def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "semantic", *,
                           init: "Overlaps | SEResult | None" = None,
                           quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
-                          error_estimate: bool = False, pin: bool = True) -> SEResult:
+                          error_estimate: bool = False, pin: bool = True,
+                          minimizer: str | None = None) -> SEResult:
     """Fixed point of the state evolution on a branch (paper Result 4.2; book Chapter 5).
 
     Parameters
@@ -230,7 +263,8 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     quad : Quadrature, optional
         Expectation rule (default ``Quadrature()``: split rule).
     tol : float
-        Tolerance on the max-norm of the undamped residual.
+        Tolerance on the max-norm of the undamped residual (with the informed
+        minimiser at least :func:`informed_tolerance`, 1e-4 with the default points).
     max_iter : int
         Budget of coarse fixed-point-map evaluations (the fine stage takes at most 12).
     error_estimate : bool
@@ -240,6 +274,17 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         overlaps are free: started from the semantic branch with a small ``m``
         this finds *mixed* fixed points (``m, theta > 0``), e.g. the one that
         gradient descent from ``Q*`` reaches at ``alpha = 0.8``, ``omega = 0.3``.
+    minimizer : {"informed", "global"}, optional
+        The per-sample proximal minimiser. ``"global"``: the global minimiser,
+        as the replica computation of the global minimum of the risk asks
+        (the paper's Result 4.2). ``"informed"``: the local minimiser reached
+        by descent from the teacher's field ``h*``, which describes the
+        minimum gradient descent from ``Q0 = Q*`` reaches (it agrees with
+        large-``d`` GD on the semantic branch, where the global minimiser
+        does not below ``alpha ~ 1.1``; book Chapter 5). Default
+        :data:`DEFAULT_MINIMIZER`: ``"informed"`` on the semantic branch,
+        ``"global"`` on the positional one. The informed minimiser's
+        expectations are taken by randomised quasi-Monte Carlo (``quad.qmc``).
 
     Returns
     -------
@@ -250,7 +295,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     TypeError
         If ``params`` is not a :class:`~attnlab.params.ModelParams`.
     ValueError
-        Invalid ``alpha``, ``branch``, ``tol``, ``init`` (needs ``q > 0``,
+        Invalid ``alpha``, ``branch``, ``minimizer``, ``tol``, ``init`` (needs ``q > 0``,
         ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``, ``L != 2`` or rank ``!= 1``.
 
     StateEvolutionError
@@ -266,30 +311,33 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         raise TypeError(f"params must be an attnlab.ModelParams, got {type(params).__name__}")
     alpha = check_positive("alpha", alpha)
     branch = check_choice("branch", branch, BRANCHES)
+    minimizer = check_choice("minimizer", DEFAULT_MINIMIZER[branch] if minimizer is None else minimizer, MINIMIZERS)
     tol = check_positive("tol", tol)
+    quad = quad or Quadrature()
+    if minimizer == "informed":
+        tol = max(tol, informed_tolerance(quad.qmc))
     max_iter = check_int("max_iter", max_iter, 1)
     if params.L != 2 or params.r != 1:
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
     if not params.lam > 0:
         raise ValueError(f"the state evolution needs lambda > 0 (got lambda={params.lam}); "
                          "without the ridge the proximal scale V is unbounded")
-    quad = quad or Quadrature()
     jacobian = None
     if isinstance(init, SEResult):
-        if init.branch == branch and init.params == params and pin:
+        if init.branch == branch and init.params == params and pin and init.minimizer == minimizer:
             jacobian = init.jacobian
         init = init.overlaps
     if init is not None:
         if not (init.q > 0 and init.V > 0 and init.theta ** 2 < init.q * params.sigma ** 2):
             raise ValueError(f"init must have q > 0, V > 0 and theta^2 < q sigma^2 (got {init}); "
                              "a collapsed result (q = 0) is not a valid warm start")
-        result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin, jacobian)
+        result = _solve(params, alpha, branch, init, True, quad, tol, max_iter, pin, jacobian, minimizer)
     else:
         lead = "theta" if branch == "semantic" else "m"
         result = error = None
         for start in _starts(branch, params):
             try:
-                result = _solve(params, alpha, branch, start, False, quad, tol, max_iter, pin)
+                result = _solve(params, alpha, branch, start, False, quad, tol, max_iter, pin, minimizer=minimizer)
             except StateEvolutionError as exc:  # this start left the domain: try the next one
                 error = exc
                 continue
@@ -302,7 +350,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
                       f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
     if error_estimate:
         fine = solve_state_evolution(params, alpha, branch, init=result.overlaps, quad=quad.refined(), tol=tol,
-                                     max_iter=max_iter)
+                                     max_iter=max_iter, pin=pin, minimizer=minimizer)
         keys = ("m", "theta", "qnorm", "eps_g", "eps_t")
         result = replace(result, quadrature_error={k: abs(getattr(fine, k) - getattr(result, k)) for k in keys})
     return result
@@ -331,22 +379,25 @@ def _pinned(branch, params, pin, start):
     return start, (0, 1, 2, 3), Symmetry(False, swap, ())
 
 
-def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobian=None) -> SEResult:
+def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobian=None,
+           minimizer="global") -> SEResult:
     """One solve from ``start`` (``warm``: a nearby fixed point, polish it directly,
-    from ``jacobian`` if given)."""
+    from ``jacobian`` if given). With the informed minimiser the coarse stage uses
+    :meth:`QMCRule.fast` and the final stage ``quad.qmc``."""
     start, free, sym = _pinned(branch, params, pin, start)
-    coarse = _Residual(_FixedPointMap(params, alpha, quad, False, sym), free, start)
+    fixed_point_map = lambda q, fine: _FixedPointMap(params, alpha, q, fine, sym, minimizer)
+    coarse = _Residual(fixed_point_map(quad, False), free, start)
     final = coarse
     stages = []
     x = J = None
     if jacobian is not None and np.shape(jacobian) != (len(free), len(free)):
         jacobian = None
-    if quad.method == "split":
-        final = _Residual(_FixedPointMap(params, alpha, quad, True, sym), free, start)
+    if quad.method == "split" or minimizer == "informed":
+        final = _Residual(fixed_point_map(quad, True), free, start)
         stages = [final]
-        if quad.split != SplitRule.fast():  # first the cheap split rule: the final one then needs few steps
-            cheap = replace(quad, split=SplitRule.fast())
-            stages.insert(0, _Residual(_FixedPointMap(params, alpha, cheap, True, sym), free, start))
+        if minimizer == "global" and quad.split != SplitRule.fast():
+            # first the cheap split rule: the final one then needs few steps
+            stages.insert(0, _Residual(fixed_point_map(replace(quad, split=SplitRule.fast()), True), free, start))
         if warm:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
@@ -354,12 +405,13 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
     try:
         if x is None:
             # the split rule's fixed point is ~1e-2 from the coarse one: solve the coarse rule to 1e-4 only
-            x = _solve_coarse(coarse, coarse.pack(start), max(tol, 1e-4) if stages else tol, max_iter)
-            if quad.method == "split":
+            coarse_tol = (1e-3 if minimizer == "informed" else max(tol, 1e-4)) if stages else tol
+            x = _solve_coarse(coarse, coarse.pack(start), coarse_tol, max_iter)
+            if stages:
                 x, J = _polish(stages, coarse, x, tol)
         r = final(x)
     except (FloatingPointError, np.linalg.LinAlgError, StateEvolutionError) as exc:  # e.g. a singular Jacobian
-        collapsed = _collapsed(params, alpha, branch, quad, tol)
+        collapsed = _collapsed(params, alpha, branch, quad, tol, minimizer)
         if collapsed is not None:
             return collapsed
         if isinstance(exc, StateEvolutionError):
@@ -369,7 +421,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
     res = float(np.abs(r).max())
     converged = res <= tol
     if not converged:
-        collapsed = _collapsed(params, alpha, branch, quad, tol)
+        collapsed = _collapsed(params, alpha, branch, quad, tol, minimizer)
         if collapsed is not None:
             return collapsed
     ov = final.unpack(x)
@@ -380,7 +432,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
                       m=abs(ov.m), theta=abs(ov.theta) / s2, qnorm=ov.q / s2,
                       eps_g=generalization_error(ov, params, quad), eps_t=-free_entropy(ov, hats, EM, params, alpha),
                       iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
-                      residual=res, converged=converged, quadrature=quad,
+                      residual=res, converged=converged, quadrature=quad, minimizer=minimizer,
                       jacobian=None if J is None else _sign_fixed(J, ov, free))
     return result
 
@@ -392,7 +444,7 @@ def _sign_fixed(J, ov, free):
     return s[:, None] * J * s[None, :]
 
 
-def _collapsed(params, alpha, branch, quad, tol, scale=1e-6):
+def _collapsed(params, alpha, branch, quad, tol, minimizer, scale=1e-6):
     """The trivial fixed point ``Q = 0`` (uniform attention) if it attracts the iteration, else ``None``.
 
     ``Q = 0`` is a fixed point whenever ``h = 0`` is the global proximal point
@@ -422,7 +474,7 @@ def _collapsed(params, alpha, branch, quad, tol, scale=1e-6):
     eps_g = generalization_error(replace(at, q=1e-300), params, quad)
     return SEResult(alpha=alpha, branch=branch, params=params, overlaps=zero, hats=hats, m=0.0, theta=0.0, qnorm=0.0,
                     eps_g=eps_g, eps_t=alpha * eps_g, iterations=G.calls, residual=0.0, converged=True,
-                    quadrature=quad, collapsed=True)
+                    quadrature=quad, minimizer=minimizer, collapsed=True)
 
 
 def _solve_coarse(f, x0, tol, max_iter):

@@ -48,8 +48,10 @@ class _BranchCache:
     """Solves on a branch, warm-started from the nearest alpha already solved
     (here or, e.g. with a cheaper rule, in ``seed``)."""
 
-    def __init__(self, params, branch, quad, tol, seed: "_BranchCache | None" = None, quiet: bool = False):
+    def __init__(self, params, branch, quad, tol, seed: "_BranchCache | None" = None, quiet: bool = False,
+                 minimizer: str | None = None):
         self.params, self.branch, self.quad, self.tol = params, branch, quad, tol
+        self.minimizer = minimizer
         self.solved: dict[float, SEResult] = {}
         self.seed, self.quiet = seed, quiet
 
@@ -78,7 +80,8 @@ class _BranchCache:
         """The fixed point; with ``quiet`` no ConvergenceWarning (the result says
         ``converged=False``) and a non-converged stand-in where the solver fails
         (e.g. where the branch ends)."""
-        solve = lambda: solve_state_evolution(self.params, alpha, self.branch, init=init, quad=self.quad, tol=self.tol)
+        solve = lambda: solve_state_evolution(self.params, alpha, self.branch, init=init, quad=self.quad, tol=self.tol,
+                                              minimizer=self.minimizer)
         if not self.quiet:
             return solve()
         with warnings.catch_warnings():
@@ -94,7 +97,7 @@ _FAILED = types.SimpleNamespace(converged=False, collapsed=False, m=0.0, theta=0
 
 
 def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
-             tol: float = 1e-7, progress: bool = False) -> list[SEResult]:
+             tol: float = 1e-7, progress: bool = False, minimizer: str | None = None) -> list[SEResult]:
     """Fixed points along ``alphas`` on one branch, by continuation.
 
     Each point is warm-started from the nearest ``alpha`` already solved whose
@@ -109,6 +112,9 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     alphas : array_like, shape (k,)
         Positive sample complexities.
     branch : {"semantic", "positional"}
+    minimizer : {"informed", "global"}, optional
+        Per-sample proximal minimiser (default: the branch's, see
+        :func:`~attnlab.theory.solver.solve_state_evolution`).
 
     Returns
     -------
@@ -119,7 +125,7 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     alphas = [check_positive("alpha", a) for a in np.atleast_1d(alphas)]
     if not alphas:
         raise ValueError("alphas must contain at least one value")
-    cache = _BranchCache(params, branch, quad, tol)
+    cache = _BranchCache(params, branch, quad, tol, minimizer=minimizer)
     order = sorted(set(alphas), reverse=(branch == "semantic"))
     for a in tqdm(order, desc=f"SE {branch}", disable=not progress, leave=False):
         cache(a)
@@ -227,7 +233,7 @@ def _brent(fun, a, b, xtol):
 
 
 def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
-                    quad: Quadrature | None = None, tol: float = 1e-6) -> Transition:
+                    quad: Quadrature | None = None, tol: float = 1e-6, minimizer: str | None = None) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
 
     The roots are bracketed on the grid, from its top, with the cheap split rule
@@ -247,6 +253,11 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     tol : float
         Tolerance of each fixed point (the roots need less than the 1e-7 of
         :func:`~attnlab.theory.solver.solve_state_evolution`: 1e-6 changes them by < 1e-8).
+    minimizer : {"informed", "global"}, optional
+        Per-sample proximal minimiser of the semantic branch (default
+        ``"informed"``: the minimum gradient descent from ``Q*`` reaches;
+        ``"global"``: the replica-symmetric global minimum, the paper's
+        definition of ``alpha_c``). The positional branch always uses the global one.
 
     Returns
     -------
@@ -269,12 +280,12 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
     # bracket with the cheap split rule (tensor Gauss-Hermite has spurious
     # positional fixed points, e.g. at omega = 0), then refine with ``quad``
-    cheap = quad if quad.method == "gauss-hermite" else replace(quad, split=SplitRule.fast())
+    cheap = quad if quad.method == "gauss-hermite" else replace(quad, split=SplitRule.fast(), qmc=Quadrature.fast().qmc)
     stages = [quad] if cheap == quad else [cheap, quad]
     alpha_c = alpha_l = float("nan")
     sem = pos = None
     for k, rule in enumerate(stages):
-        sem = _BranchCache(params, "semantic", rule, tol, seed=sem, quiet=True)
+        sem = _BranchCache(params, "semantic", rule, tol, seed=sem, quiet=True, minimizer=minimizer)
         pos = _BranchCache(params, "positional", rule, tol, seed=pos, quiet=True)
         # only where both are converged fixed points and the semantic one has
         # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
