@@ -11,7 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "check_positive",
+__all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES",
+           "POSITIONAL_INIT_SCALE", "check_positive",
            "check_in_range", "check_choice", "check_int"]
 
 #: Default positional attention matrix of the teacher (paper, Sec. 4).
@@ -23,6 +24,10 @@ PAPER_A_ASYMMETRIC = ((0.3, 0.7), (0.8, 0.2))
 #: that the CLI can offer them without importing torch).
 INITS = ("semantic", "positional", "random")
 METHODS = ("gd", "lbfgs", "adam")
+#: The two branches of minima (and of the state evolution).
+BRANCHES = ("semantic", "positional")
+#: Scale ``c`` of the positional init ``Q0 = c 1_d`` of gradient descent (so ``m0 = c``).
+POSITIONAL_INIT_SCALE = 0.5
 #: Teacher draws of :func:`attnlab.data.sample_teacher`: ``Q* ~ N(0, I_d)``, or rescaled to ``|Q*|^2 = d``.
 TEACHERS = ("gaussian", "exact-norm")
 

@@ -11,7 +11,7 @@ import numpy as np
 __all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "INIT_KINDS", "plot_simulation_runs", "plot_se_table"]
+           "INIT_KINDS", "plot_simulation_runs", "plot_se_table", "plot_arbiter"]
 
 #: One colour per concept, kept across the whole book.
 COLORS = {
@@ -381,3 +381,87 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
             order = np.argsort(theory[x][rows])
             xs[branch], ys[branch] = theory[x][rows][order], theory[y][rows][order]
     return plot_branch_curves(xs, ys, ax=ax, style=style, label_prefix=label_prefix, xlabel=None)
+
+
+def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):
+    rows = (np.isclose(theory["omega"], omega) & (theory["kind"] == "se-curve") & (theory["branch"] == branch)
+            & (theory["minimizer"] == minimizer) & (theory["converged"].astype(str) == "True"))
+    if rows.any():
+        order = np.argsort(theory["alpha"][rows])
+        vals = np.abs(theory[y][rows][order])
+        ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label)
+
+
+def plot_arbiter(runs, theory, path=None, omega=0.3):
+    """The state evolution against gradient descent extrapolated to ``d -> infinity``.
+
+    Top row and the first two panels of the bottom row, at ``omega``: ``theta``,
+    ``|m|``, ``eps_t`` and ``eps_g`` against ``alpha``; points are GD from the
+    informed init (semantic colour) and from the positional init (positional
+    colour), extrapolated in ``1/d`` with their standard errors
+    (:func:`attnlab.extrapolation.extrapolate_runs`); lines are the SE branches
+    with the followed minimiser (solid) and the global one (dashed). Last panel: ``alpha_c(omega)`` from the GD
+    training-loss crossing (:func:`attnlab.extrapolation.crossing`) and from both
+    SE descriptions.
+
+    Parameters
+    ----------
+    runs : dict of ndarray
+        Columns of the ``se-vs-gd`` sweep.
+    theory : dict of ndarray or None
+        Its theory table (``kind``, ``minimizer``, ``branch`` ... columns).
+    path : str or Path, optional
+        Save the figure there.
+    omega : float
+        The ``omega`` of the first five panels.
+
+    Returns
+    -------
+    fig : matplotlib Figure
+    """
+    from .extrapolation import crossing, extrapolate_runs
+
+    fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.6), constrained_layout=True)
+    panels = (("theta", r"semantic overlap $\theta = Q^*\!\cdot Q/d$"), ("m", r"positional overlap $|m|$"),
+              ("eps_t", r"training loss $\varepsilon_t = R/d$"), ("eps_g", r"test error $\varepsilon_g$"))
+    at = np.isclose(runs["omega"], omega)
+    sub = {k: v[at] for k, v in runs.items()}
+    for ax, (y, label) in zip(axes.ravel(), panels):
+        for init in ("semantic", "positional"):
+            ex = [r for r in extrapolate_runs(sub, y, absolute=(y == "m")) if r["init"] == init]
+            if ex:
+                plot_points([r["alpha"] for r in ex], [r["value"] for r in ex], init, ax=ax,
+                            yerr=[r["error"] for r in ex],
+                            label=f"GD from the {init} init, $d\\to\\infty$")
+        if theory is not None:
+            for branch in ("semantic", "positional"):
+                _theory_line(ax, theory, omega, branch, "followed", y, "-", f"SE {branch}, followed minimiser")
+                _theory_line(ax, theory, omega, branch, "global", y, "--", f"SE {branch}, global minimiser")
+        ax.set_xlabel(r"sample complexity $\alpha = n/d$")
+        ax.set_ylabel(label)
+        ax.set_title(rf"$\omega = {omega:g}$", fontsize=10)
+    axes[0, 0].legend(fontsize=7.5, loc="upper left")
+    ax = axes[1, 2]
+    omegas = sorted(set(runs["omega"].tolist()))
+    cross = [crossing(runs, w) for w in omegas]
+    ok = [c for c in cross if np.isfinite(c["alpha_c"])]
+    if ok:
+        lo = [c["alpha_c"] - (c["low"] if np.isfinite(c["low"]) else c["alpha_c"]) for c in ok]
+        hi = [(c["high"] if np.isfinite(c["high"]) else c["alpha_c"]) - c["alpha_c"] for c in ok]
+        ax.errorbar([c["alpha_c"] for c in ok], [c["omega"] for c in ok], xerr=np.abs([lo, hi]), fmt="o",
+                    color=COLORS["alpha_c"], capsize=3, label=r"GD: training losses cross ($d\to\infty$)")
+    if theory is not None:
+        for minimizer, style in (("followed", "-"), ("global", "--")):
+            rows = (theory["kind"] == "transition") & (theory["minimizer"] == minimizer)
+            if rows.any():
+                order = np.argsort(theory["omega"][rows])
+                ax.plot(theory["alpha_c"][rows][order], theory["omega"][rows][order], style, marker=".",
+                        color=COLORS["alpha_c"], label=f"SE $\\alpha_c$, {minimizer} minimiser")
+    ax.set_xlabel(r"$\alpha_c$")
+    ax.set_ylabel(r"positional weight $\omega$")
+    ax.set_title("where the training losses of the two minima cross", fontsize=10)
+    ax.legend(fontsize=7.5)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return fig

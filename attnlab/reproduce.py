@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int
+from .params import BRANCHES, DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int
 from .sweeps import (Sweep, grid, read_columns, read_provenance, run_sweeps, simulation_spec, spec_key)
 
 __all__ = ["Figure", "FIGURES", "RESULTS_DIR", "get_figure", "figure_specs", "theory_specs", "reproduce",
@@ -83,26 +83,33 @@ def run_theory_spec(spec: dict) -> list[dict]:
     * ``"transition"``: :func:`attnlab.theory.find_transition` at
       ``spec["omega"]``; one row with ``alpha_c, alpha_l, eps_g_linear, xtol``.
 
+    An optional ``spec["minimizer"]`` (``"followed"`` or ``"global"``) picks the
+    semantic branch's proximal minimiser (default: the solver's); the rows then
+    carry a ``minimizer`` column.
+
     ``task_seconds`` is the wall time of the whole task.
     """
     from .theory import ConvergenceWarning, find_transition, linear_baseline_error, se_curve
+    from .theory.solver import DEFAULT_MINIMIZER
 
     params = _params_from(spec)
-    base = {k: spec[k] for k in ("kind", "omega", "sigma", "lambda", "A11", "A12", "A21", "A22")}
+    base = {k: spec[k] for k in ("kind", "omega", "sigma", "lambda", "A11", "A12", "A21", "A22", "minimizer")
+            if k in spec}
+    minimizer = spec.get("minimizer")
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # recorded per row in `converged`
         if spec["kind"] == "se-curve":
-            curve = se_curve(params, spec["alphas"], spec["branch"])
+            curve = se_curve(params, spec["alphas"], spec["branch"], minimizer=minimizer)
             lin = linear_baseline_error(params)
             secs = time.perf_counter() - t0
-            return [dict(base, branch=spec["branch"], alpha=r.alpha, m=r.m, theta=r.theta, qnorm=r.qnorm,
-                         eps_t=r.eps_t, eps_g=r.eps_g, eps_g_linear=lin, converged=bool(r.converged),
+            return [dict(base, minimizer=r.minimizer, branch=spec["branch"], alpha=r.alpha, m=r.m, theta=r.theta,
+                         qnorm=r.qnorm, eps_t=r.eps_t, eps_g=r.eps_g, eps_g_linear=lin, converged=bool(r.converged),
                          residual=r.residual, iterations=r.iterations, task_seconds=secs) for r in curve]
         if spec["kind"] == "transition":
-            tr = find_transition(params, alpha_max=spec["alpha_max"], xtol=spec["xtol"])
-            return [dict(base, alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, eps_g_linear=tr.eps_g_linear,
-                         xtol=tr.xtol, alpha_max=spec["alpha_max"], task_seconds=time.perf_counter() - t0)]
+            tr = find_transition(params, alpha_max=spec["alpha_max"], xtol=spec["xtol"], minimizer=minimizer)
+            return [dict(base, minimizer=minimizer or DEFAULT_MINIMIZER["semantic"], alpha_c=tr.alpha_c,
+                         alpha_l=tr.alpha_l, eps_g_linear=tr.eps_g_linear, xtol=tr.xtol, alpha_max=spec["alpha_max"], task_seconds=time.perf_counter() - t0)]
     raise ValueError(f"theory spec kind must be 'se-curve' or 'transition', got {spec['kind']!r}")
 
 
@@ -118,6 +125,20 @@ def _curve_tasks(fixed: dict, axes: dict) -> list[dict]:
     omegas = axes.get("omega", [fixed.get("omega", 0.3)])
     return [dict(kind="se-curve", branch=b, alphas=[float(a) for a in alphas], **_model_columns(fixed, w))
             for w in omegas for b in ("positional", "semantic")]
+
+
+def _arbiter_tasks(fixed: dict, axes: dict) -> list[dict]:
+    """At every ``omega`` of the grid and for both proximal minimisers: both branches on a
+    fine ``alpha`` grid over the sweep's range, and ``find_transition``."""
+    alphas = axes["alpha"] if "alpha" in axes else [fixed["alpha"]]
+    fine = sorted(set(np.round(np.linspace(min(alphas), max(alphas), 35), 4).tolist()) | set(alphas))
+    tasks = []
+    for w in sorted(set(axes.get("omega", [fixed.get("omega", 0.3)]))):
+        cols = _model_columns(fixed, w)
+        for m in ("followed", "global"):
+            tasks += [dict(kind="se-curve", branch=b, alphas=fine, minimizer=m, **cols) for b in BRANCHES]
+            tasks.append(dict(kind="transition", alpha_max=3.0, xtol=1e-3, minimizer=m, **cols))
+    return tasks
 
 
 def _transition_tasks(fixed: dict, axes: dict) -> list[dict]:
@@ -413,7 +434,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         axes=dict(omega=[0.0, 0.1, 0.2, 0.3], alpha=list(ARBITER_ALPHAS), d=[1000, 2000, 4000],
                   init=["semantic", "positional"], seed=[0, 1, 2]),
         quick=dict(omega=[0.3], alpha=[0.6, 1.2], d=[40, 80], seed=[0]),
-        theory=_curve_tasks, plot=_plot_arbiter,
+        theory=_arbiter_tasks, plot=_plot_arbiter,
         notes="Teacher rescaled to |Q*|^2 = d (rho = sigma^2 exactly); GD warm-up (lr 0.15) then L-BFGS to "
               "gradient rms 1e-9 (method 'lbfgs'); eps_g on 10,000 fresh samples; extrapolation "
               "y(d) = y_inf + b/d by weighted least squares over the seed means at each d."),

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from .data import Dataset
 from .objective import AttentionRisk
-from .params import INITS, METHODS, check_choice, check_int, check_positive
+from .params import INITS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_int, check_positive
 
 __all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"]
 
@@ -28,8 +28,6 @@ DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
 DEFAULT_STEPS = {"gd": 5000, "lbfgs": 2000, "adam": 5000}
 #: Maximal number of gradient-descent warm-up steps before L-BFGS.
 WARMUP_MAX_STEPS = 3000
-#: Scale ``c`` of the positional init ``Q0 = c 1_d`` (so ``m0 = c``).
-POSITIONAL_INIT_SCALE = 0.5
 #: Standard deviation of the random init ``Q0 ~ 0.1 N(0, 1)``.
 RANDOM_INIT_SCALE = 0.1
 

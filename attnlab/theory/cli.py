@@ -14,14 +14,15 @@ def _cmd_theory(args) -> dict:
     from .solver import solve_state_evolution
 
     res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=args.tol,
-                                error_estimate=args.error_estimate)
+                                error_estimate=args.error_estimate, minimizer=args.minimizer)
     return res.to_dict()
 
 
 def _cmd_transition(args) -> dict:
     from .thresholds import find_transition
 
-    return find_transition(_params(args), alpha_max=args.alpha_max, xtol=args.xtol).to_dict()
+    return find_transition(_params(args), alpha_max=args.alpha_max, xtol=args.xtol,
+                           minimizer=args.minimizer).to_dict()
 
 
 def _parse_omegas(text: str) -> list:
@@ -48,13 +49,20 @@ def _cmd_phase_diagram(args) -> dict:
         if out.suffix.lstrip(".").lower() not in formats:
             raise ValueError(f"--out must end in one of {', '.join('.' + f for f in sorted(formats))}, got {args.out!r}")
     rows = [t.to_dict() for t in phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
-                                                workers=args.workers, progress=not args.json)]
+                                                workers=args.workers, progress=not args.json,
+                                                minimizer=args.minimizer)]
     if args.out:
         from ..plots import plot_phase_diagram
 
         plot_phase_diagram(rows, path=args.out)
     return dict(omegas=omegas, alpha_c=[r["alpha_c"] for r in rows], alpha_l=[r["alpha_l"] for r in rows],
                 eps_g_linear=[r["eps_g_linear"] for r in rows], out=args.out)
+
+
+def _add_minimizer(p) -> None:
+    p.add_argument("--minimizer", choices=("followed", "global"), default="followed",
+                   help="per-sample proximal minimiser: 'followed' (default; the minimum gradient descent reaches "
+                        "from the branch's init) or 'global' (the replica global minimum of the paper's Result 4.2)")
 
 
 def add_cli(sub) -> None:
@@ -68,6 +76,7 @@ def add_cli(sub) -> None:
     p.add_argument("--tol", type=float, default=1e-7,
                    help="tolerance on the max-norm of the fixed-point residual, > 0 (default 1e-7)")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
+    _add_minimizer(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_theory)
 
@@ -75,6 +84,7 @@ def add_cli(sub) -> None:
     add_model_arguments(p)
     p.add_argument("--alpha-max", type=float, default=3.0)
     p.add_argument("--xtol", type=float, default=1e-3)
+    _add_minimizer(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_transition)
 
@@ -86,5 +96,6 @@ def add_cli(sub) -> None:
     p.add_argument("--xtol", type=float, default=1e-3)
     p.add_argument("--workers", type=int, default=2, help="processes solving different omegas at once (default 2)")
     p.add_argument("--out", default=None, help="write the figure to this PNG/PDF/SVG file")
+    _add_minimizer(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_phase_diagram)

@@ -41,41 +41,41 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.optimize
 
-from ..params import ModelParams, check_choice, check_int, check_positive
+from ..params import BRANCHES, ModelParams, check_choice, check_int, check_positive
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
-from .informed_rule import QMCRule, informed_expectations
+from .followed_rule import QMCRule, followed_expectations
 from .split_rule import SplitRule
 from .symmetry import Symmetry
 
 __all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
            "initial_overlaps"]
 
-BRANCHES = ("semantic", "positional")
 
 #: Per-sample proximal minimisers: ``"global"`` (the replica computation of the
-#: global minimum of the risk) and ``"informed"`` (the local minimiser reached by
-#: descent from the teacher's field ``h*``: the minimum gradient descent from
-#: ``Q0 = Q*`` reaches; see :mod:`attnlab.theory.informed_rule`).
-MINIMIZERS = ("global", "informed")
+#: global minimum of the risk, the paper's Result 4.2) and ``"followed"`` (the local
+#: minimiser reached by descent from the preactivations of gradient descent's
+#: initialisation: ``h*`` for ``Q0 = Q*`` on the semantic branch, those of
+#: ``Q0 = 0.5 * 1_d`` on the positional one; see :mod:`attnlab.theory.followed_rule`).
+MINIMIZERS = ("global", "followed")
 
 #: The minimiser each branch uses by default: the one that describes the minimum
 #: gradient descent reaches from that branch's init (book Chapter 5).
-DEFAULT_MINIMIZER = {"semantic": "informed", "positional": "global"}
+DEFAULT_MINIMIZER = {"semantic": "followed", "positional": "followed"}
 
-#: Smallest residual tolerance used with the informed minimiser and the default
+#: Smallest residual tolerance used with the followed minimiser and the default
 #: point set (``2**18`` points); it grows as ``1/sqrt(points)`` for other point sets.
 #: The quasi-Monte Carlo map moves in steps (a node whose descent changes basin
 #: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
 #: residual; the integration error of the fixed point (about 1e-3) is larger still.
-INFORMED_TOL = 1e-4
+FOLLOWED_TOL = 1e-4
 
 
-def informed_tolerance(rule: QMCRule) -> float:
-    """The residual floor of the informed minimiser's map with ``rule``: :data:`INFORMED_TOL`
+def followed_tolerance(rule: QMCRule) -> float:
+    """The residual floor of the followed minimiser's map with ``rule``: :data:`FOLLOWED_TOL`
     at ``2**18`` points, growing as ``1 / sqrt(points)``."""
-    return INFORMED_TOL * float(np.sqrt(2 ** 18 / (rule.scrambles * 2 ** rule.log2_points)))
+    return FOLLOWED_TOL * float(np.sqrt(2 ** 18 / (rule.scrambles * 2 ** rule.log2_points)))
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -171,9 +171,9 @@ class _FixedPointMap:
     """``G(x)``: channel update then ridge update on a fixed rule."""
 
     def __init__(self, params: ModelParams, alpha: float, quad: Quadrature, fine: bool, symmetry: Symmetry,
-                 minimizer: str = "global"):
+                 minimizer: str = "global", branch: str = "semantic"):
         self.params, self.alpha, self.quad, self.fine = params, alpha, quad, fine
-        self.minimizer = minimizer
+        self.minimizer, self.branch = minimizer, branch
         self.symmetry = symmetry  # fixed, so that the node set (and its warm starts) stay fixed
         self.calls = 0
         self.warm = None
@@ -187,9 +187,9 @@ class _FixedPointMap:
 
     def _hats(self, ov: Overlaps):
         self.calls += 1
-        if self.minimizer == "informed":
+        if self.minimizer == "followed":
             rule = self.quad.qmc if self.fine else QMCRule.fast()
-            ex = informed_expectations(ov, self.params, rule, self.symmetry)
+            ex = followed_expectations(ov, self.params, rule, self.branch, self.symmetry)
         elif self.fine:
             ex = channel_expectations(ov, self.params, self.quad, fine=True, symmetry=self.symmetry)
         else:
@@ -264,7 +264,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Expectation rule (default ``Quadrature()``: split rule).
     tol : float
         Tolerance on the max-norm of the undamped residual (with the informed
-        minimiser at least :func:`informed_tolerance`, 1e-4 with the default points).
+        minimiser at least :func:`followed_tolerance`, 1e-4 with the default points).
     max_iter : int
         Budget of coarse fixed-point-map evaluations (the fine stage takes at most 12).
     error_estimate : bool
@@ -274,17 +274,18 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         overlaps are free: started from the semantic branch with a small ``m``
         this finds *mixed* fixed points (``m, theta > 0``), e.g. the one that
         gradient descent from ``Q*`` reaches at ``alpha = 0.8``, ``omega = 0.3``.
-    minimizer : {"informed", "global"}, optional
+    minimizer : {"followed", "global"}, optional
         The per-sample proximal minimiser. ``"global"``: the global minimiser,
         as the replica computation of the global minimum of the risk asks
-        (the paper's Result 4.2). ``"informed"``: the local minimiser reached
-        by descent from the teacher's field ``h*``, which describes the
-        minimum gradient descent from ``Q0 = Q*`` reaches (it agrees with
-        large-``d`` GD on the semantic branch, where the global minimiser
-        does not below ``alpha ~ 1.1``; book Chapter 5). Default
-        :data:`DEFAULT_MINIMIZER`: ``"informed"`` on the semantic branch,
-        ``"global"`` on the positional one. The informed minimiser's
-        expectations are taken by randomised quasi-Monte Carlo (``quad.qmc``).
+        (the paper's Result 4.2). ``"followed"`` (default, :data:`DEFAULT_MINIMIZER`):
+        the local minimiser reached by descent from the preactivations of gradient
+        descent's initialisation (semantic: ``h*``, from ``Q0 = Q*``; positional:
+        from ``Q0 = 0.5 * 1_d``), which describes the minimum gradient descent
+        reaches from that init. On the semantic branch the two differ below
+        ``alpha ~ 1.1`` (omega = 0.3), on the positional one at small ``omega``;
+        there only the followed one agrees with large-``d`` gradient descent
+        (book Chapter 5). Its expectations are taken by randomised quasi-Monte
+        Carlo (``quad.qmc``).
 
     Returns
     -------
@@ -314,8 +315,8 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     minimizer = check_choice("minimizer", DEFAULT_MINIMIZER[branch] if minimizer is None else minimizer, MINIMIZERS)
     tol = check_positive("tol", tol)
     quad = quad or Quadrature()
-    if minimizer == "informed":
-        tol = max(tol, informed_tolerance(quad.qmc))
+    if minimizer == "followed":
+        tol = max(tol, followed_tolerance(quad.qmc))
     max_iter = check_int("max_iter", max_iter, 1)
     if params.L != 2 or params.r != 1:
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
@@ -382,17 +383,17 @@ def _pinned(branch, params, pin, start):
 def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobian=None,
            minimizer="global") -> SEResult:
     """One solve from ``start`` (``warm``: a nearby fixed point, polish it directly,
-    from ``jacobian`` if given). With the informed minimiser the coarse stage uses
+    from ``jacobian`` if given). With the followed minimiser the coarse stage uses
     :meth:`QMCRule.fast` and the final stage ``quad.qmc``."""
     start, free, sym = _pinned(branch, params, pin, start)
-    fixed_point_map = lambda q, fine: _FixedPointMap(params, alpha, q, fine, sym, minimizer)
+    fixed_point_map = lambda q, fine: _FixedPointMap(params, alpha, q, fine, sym, minimizer, branch)
     coarse = _Residual(fixed_point_map(quad, False), free, start)
     final = coarse
     stages = []
     x = J = None
     if jacobian is not None and np.shape(jacobian) != (len(free), len(free)):
         jacobian = None
-    if quad.method == "split" or minimizer == "informed":
+    if quad.method == "split" or minimizer == "followed":
         final = _Residual(fixed_point_map(quad, True), free, start)
         stages = [final]
         if minimizer == "global" and quad.split != SplitRule.fast():
@@ -405,7 +406,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
     try:
         if x is None:
             # the split rule's fixed point is ~1e-2 from the coarse one: solve the coarse rule to 1e-4 only
-            coarse_tol = (1e-3 if minimizer == "informed" else max(tol, 1e-4)) if stages else tol
+            coarse_tol = (1e-3 if minimizer == "followed" else max(tol, 1e-4)) if stages else tol
             x = _solve_coarse(coarse, coarse.pack(start), coarse_tol, max_iter)
             if stages:
                 x, J = _polish(stages, coarse, x, tol)

@@ -16,7 +16,7 @@ import numpy as np
 from ..params import ModelParams, check_choice, check_int
 from .channel import _mean_loss, proximal, teacher_diagonal
 from .quadrature import tensor_rule
-from .informed_rule import QMCRule
+from .followed_rule import QMCRule
 from .split_rule import SplitRule, split_expectations
 from .symmetry import eta_rule, symmetry_of
 
@@ -77,7 +77,7 @@ class Quadrature:
         :meth:`~attnlab.theory.split_rule.SplitRule.fast`: ~1e-3).
         Used with the global proximal minimiser.
     qmc : QMCRule
-        Point set for the informed minimiser (:mod:`attnlab.theory.informed_rule`;
+        Point set for the followed minimiser (:mod:`attnlab.theory.followed_rule`;
         default ``2**16`` scrambled Sobol points x 4 scrambles: about 1e-3
         relative on the overlaps, as ``error_estimate=True`` reports).
 

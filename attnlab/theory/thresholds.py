@@ -16,9 +16,9 @@ import numpy as np
 import scipy.optimize
 from numpy.polynomial.hermite_e import hermegauss
 
-from ..params import ModelParams, check_int, check_positive
+from ..params import ModelParams, check_choice, check_int, check_positive
 from .channel import teacher_diagonal
-from .solver import ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
+from .solver import MINIMIZERS, ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
 from .split_rule import SplitRule
 from .state_evolution import Quadrature
 
@@ -112,7 +112,7 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     alphas : array_like, shape (k,)
         Positive sample complexities.
     branch : {"semantic", "positional"}
-    minimizer : {"informed", "global"}, optional
+    minimizer : {"followed", "global"}, optional
         Per-sample proximal minimiser (default: the branch's, see
         :func:`~attnlab.theory.solver.solve_state_evolution`).
 
@@ -141,11 +141,13 @@ class Transition:
     alpha_c : float
         Crossing of the branches' training losses (``nan`` if none in range).
     alpha_l : float
-        Where the global minimum's ``eps_g`` drops below ``eps_g_linear`` (``nan`` if not in range).
+        Where the lower minimum's ``eps_g`` drops below ``eps_g_linear`` (``nan`` if not in range).
     eps_g_linear : float
     xtol : float
         Absolute tolerance of both roots in ``alpha``.
     params : ModelParams
+    minimizer : str
+        The per-sample proximal minimiser of both branches (``"followed"`` or ``"global"``).
     """
 
     alpha_c: float
@@ -153,10 +155,12 @@ class Transition:
     eps_g_linear: float
     xtol: float
     params: ModelParams
+    minimizer: str = "followed"
 
     def to_dict(self) -> dict:
         return dict(omega=self.params.omega, sigma=self.params.sigma, lam=self.params.lam,
-                    alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol)
+                    alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol,
+                    minimizer=self.minimizer)
 
 
 def _bracketed_root(fun, grid, xtol, stop=None):
@@ -253,11 +257,11 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     tol : float
         Tolerance of each fixed point (the roots need less than the 1e-7 of
         :func:`~attnlab.theory.solver.solve_state_evolution`: 1e-6 changes them by < 1e-8).
-    minimizer : {"informed", "global"}, optional
-        Per-sample proximal minimiser of the semantic branch (default
-        ``"informed"``: the minimum gradient descent from ``Q*`` reaches;
-        ``"global"``: the replica-symmetric global minimum, the paper's
-        definition of ``alpha_c``). The positional branch always uses the global one.
+    minimizer : {"followed", "global"}, optional
+        Per-sample proximal minimiser of both branches (default ``"followed"``:
+        ``alpha_c`` is where the training losses of the minima gradient descent
+        reaches from ``Q0 = Q*`` and from the positional init cross; ``"global"``:
+        the replica-symmetric global minima, the paper's definition).
 
     Returns
     -------
@@ -274,6 +278,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     """
     alpha_max = check_positive("alpha_max", alpha_max)
     xtol = check_positive("xtol", xtol)
+    minimizer = check_choice("minimizer", "followed" if minimizer is None else minimizer, MINIMIZERS)
     grid_points = check_int("grid_points", grid_points, 3)
     quad = quad or Quadrature()
     eps_lin = linear_baseline_error(params)
@@ -286,7 +291,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     sem = pos = None
     for k, rule in enumerate(stages):
         sem = _BranchCache(params, "semantic", rule, tol, seed=sem, quiet=True, minimizer=minimizer)
-        pos = _BranchCache(params, "positional", rule, tol, seed=pos, quiet=True)
+        pos = _BranchCache(params, "positional", rule, tol, seed=pos, quiet=True, minimizer=minimizer)
         # only where both are converged fixed points and the semantic one has
         # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
         exists = lambda a: sem(a).converged and sem(a).theta > 1e-6 and not sem(a).collapsed
@@ -304,7 +309,8 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
             alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
         elif not np.isnan(alpha_l):
             alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
-    return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params)
+    return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params,
+                      minimizer=minimizer)
 
 
 def _share_cores(workers: int) -> None:
