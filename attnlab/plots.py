@@ -392,17 +392,18 @@ def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):
         ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label)
 
 
-def plot_arbiter(runs, theory, path=None, omega=0.3):
+def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
     """The state evolution against gradient descent extrapolated to ``d -> infinity``.
 
-    Top row and the first two panels of the bottom row, at ``omega``: ``theta``,
-    ``|m|``, ``eps_t`` and ``eps_g`` against ``alpha``; points are GD from the
-    informed init (semantic colour) and from the positional init (positional
-    colour), extrapolated in ``1/d`` with their standard errors
-    (:func:`attnlab.extrapolation.extrapolate_runs`); lines are the SE branches
-    with the followed minimiser (solid) and the global one (dashed). Last panel: ``alpha_c(omega)`` from the GD
-    training-loss crossing (:func:`attnlab.extrapolation.crossing`) and from both
-    SE descriptions.
+    First four panels, at ``omega``: ``theta``, ``|m|``, ``eps_t`` and ``eps_g``
+    against ``alpha``; points are GD from the informed init (semantic colour) and
+    from the positional init (positional colour), extrapolated in ``1/d`` with
+    their standard errors (:func:`attnlab.extrapolation.extrapolate_runs`); lines
+    are the SE branches with the followed minimiser (solid) and the global one
+    (dashed). Fifth panel: the lead overlaps (``theta`` from the informed init,
+    ``|m|`` from the positional init) at ``omega_low``. Last panel:
+    ``alpha_c(omega)`` from the GD training-loss crossing
+    (:func:`attnlab.extrapolation.crossing`) and from both SE descriptions.
 
     Parameters
     ----------
@@ -412,8 +413,8 @@ def plot_arbiter(runs, theory, path=None, omega=0.3):
         Its theory table (``kind``, ``minimizer``, ``branch`` ... columns).
     path : str or Path, optional
         Save the figure there.
-    omega : float
-        The ``omega`` of the first five panels.
+    omega, omega_low : float
+        The ``omega`` of the first four panels and of the fifth.
 
     Returns
     -------
@@ -422,24 +423,25 @@ def plot_arbiter(runs, theory, path=None, omega=0.3):
     from .extrapolation import crossing, extrapolate_runs
 
     fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.6), constrained_layout=True)
-    panels = (("theta", r"semantic overlap $\theta = Q^*\!\cdot Q/d$"), ("m", r"positional overlap $|m|$"),
-              ("eps_t", r"training loss $\varepsilon_t = R/d$"), ("eps_g", r"test error $\varepsilon_g$"))
-    at = np.isclose(runs["omega"], omega)
-    sub = {k: v[at] for k, v in runs.items()}
-    for ax, (y, label) in zip(axes.ravel(), panels):
-        for init in ("semantic", "positional"):
-            ex = [r for r in extrapolate_runs(sub, y, absolute=(y == "m")) if r["init"] == init]
+    labels = dict(theta=r"semantic overlap $\theta = Q^*\!\cdot Q/d$", m=r"positional overlap $|m|$",
+                  eps_t=r"training loss $\varepsilon_t = R/d$", eps_g=r"test error $\varepsilon_g$",
+                  lead=r"$\theta$ (informed init), $|m|$ (positional init)")
+    panels = [(omega, "theta"), (omega, "m"), (omega, "eps_t"), (omega, "eps_g"), (omega_low, "lead")]
+    for ax, (w, y) in zip(axes.ravel(), panels):
+        at = np.isclose(runs["omega"], w)
+        sub = {k: v[at] for k, v in runs.items()}
+        for init, branch in (("semantic", "semantic"), ("positional", "positional")):
+            key = {"semantic": "theta", "positional": "m"}[branch] if y == "lead" else y
+            ex = [r for r in extrapolate_runs(sub, key, absolute=(key == "m")) if r["init"] == init] if at.any() else []
             if ex:
                 plot_points([r["alpha"] for r in ex], [r["value"] for r in ex], init, ax=ax,
-                            yerr=[r["error"] for r in ex],
-                            label=f"GD from the {init} init, $d\\to\\infty$")
-        if theory is not None:
-            for branch in ("semantic", "positional"):
-                _theory_line(ax, theory, omega, branch, "followed", y, "-", f"SE {branch}, followed minimiser")
-                _theory_line(ax, theory, omega, branch, "global", y, "--", f"SE {branch}, global minimiser")
+                            yerr=[r["error"] for r in ex], label=f"GD from the {init} init, $d\\to\\infty$")
+            for minimizer, style in (("followed", "-"), ("global", "--")):
+                if theory is not None:  # the lead panel draws each branch's own overlap
+                    _theory_line(ax, theory, w, branch, minimizer, key, style, f"SE {branch}, {minimizer} minimiser")
         ax.set_xlabel(r"sample complexity $\alpha = n/d$")
-        ax.set_ylabel(label)
-        ax.set_title(rf"$\omega = {omega:g}$", fontsize=10)
+        ax.set_ylabel(labels[y])
+        ax.set_title(rf"$\omega = {w:g}$", fontsize=10)
     axes[0, 0].legend(fontsize=7.5, loc="upper left")
     ax = axes[1, 2]
     omegas = sorted(set(runs["omega"].tolist()))

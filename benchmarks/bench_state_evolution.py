@@ -1,8 +1,10 @@
 """Benchmark the state-evolution solver, and compare it with a plain reference.
 
-1. attnlab: fixed points (default split rule, the cheap ``Quadrature.fast()``
+1. attnlab: fixed points with the followed proximal minimiser (the default;
+   quasi-Monte Carlo, default and ``Quadrature.fast()`` point sets) side by side
+   with the global minimiser (default split rule, the cheap ``Quadrature.fast()``
    split rule, tensor Gauss-Hermite), alpha_c/alpha_l for one omega, a phase
-   diagram over ten omegas.
+   diagram over ten omegas, for both minimisers.
 2. A plain reference of the same channel update done the usual slow way: one
    ``scipy.optimize.minimize`` per quadrature node (multi-start, for the
    global minimiser) and nested 1-D Gauss-Hermite loops. At the same rule the
@@ -75,24 +77,28 @@ def main():
     if args.reference_only:
         return compare_reference(p)
     rules = {"default": Quadrature(), "fast": Quadrature.fast(), "gauss-hermite": Quadrature(method="gauss-hermite")}
-    solve_state_evolution(p, 1.0, "semantic", quad=rules["fast"])  # compile the numba kernels (cached on disk)
+    cases = [("followed", "default"), ("followed", "fast"), ("global", "default"), ("global", "fast"),
+             ("global", "gauss-hermite")]
+    for mz in ("followed", "global"):  # compile the numba kernels (cached on disk)
+        solve_state_evolution(p, 1.0, "semantic", quad=rules["fast"], minimizer=mz)
     print("== one fixed point (cold start; warm start from the SEResult at alpha - 0.05, Jacobian included)")
-    for name, quad in rules.items():
+    for mz, name in cases:
+        quad = rules[name]
         for branch, alpha in (("semantic", 1.0), ("positional", 1.0), ("semantic", 1.6), ("positional", 0.8)):
-            res, t = timed(solve_state_evolution, p, alpha, branch, quad=quad)
-            near = solve_state_evolution(p, alpha - 0.05, branch, quad=quad)
-            _, t_warm = timed(solve_state_evolution, p, alpha, branch, quad=quad, init=near)
-            print(f"{name:>13} {branch:>10} alpha={alpha}: {t:5.2f} s (warm {t_warm:5.2f} s), "
+            res, t = timed(solve_state_evolution, p, alpha, branch, quad=quad, minimizer=mz)
+            near = solve_state_evolution(p, alpha - 0.05, branch, quad=quad, minimizer=mz)
+            _, t_warm = timed(solve_state_evolution, p, alpha, branch, quad=quad, init=near, minimizer=mz)
+            print(f"{mz:>8} {name:>13} {branch:>10} alpha={alpha}: {t:5.2f} s (warm {t_warm:5.2f} s), "
                   f"{res.iterations} map evaluations, m={res.m:.5f}, theta={res.theta:.5f}")
     print("== alpha_c and alpha_l at omega = 0.3")
-    for name in ("default", "fast"):
-        tr, t = timed(find_transition, p, quad=rules[name])
-        print(f"{name:>13}: alpha_c={tr.alpha_c:.4f} alpha_l={tr.alpha_l:.4f} in {t:.1f} s")
+    for mz, name in cases[:4]:
+        tr, t = timed(find_transition, p, quad=rules[name], minimizer=mz)
+        print(f"{mz:>8} {name:>13}: alpha_c={tr.alpha_c:.4f} alpha_l={tr.alpha_l:.4f} in {t:.1f} s")
     if not args.quick:
         omegas = np.linspace(0.0, 0.45, 10)
-        for name in ("default", "fast"):
-            rows, t = timed(phase_diagram, p, omegas, quad=rules[name], workers=2)
-            print(f"== 10-omega phase diagram ({name} rule, 2 processes): {t:.1f} s; "
+        for mz, name in cases[:4]:
+            rows, t = timed(phase_diagram, p, omegas, quad=rules[name], workers=2, minimizer=mz)
+            print(f"== 10-omega phase diagram ({mz} minimiser, {name} rule, 2 processes): {t:.1f} s; "
                   f"alpha_c {[round(r.alpha_c, 4) for r in rows]}")
     compare_reference(p)
 
