@@ -131,7 +131,9 @@ def _arbiter_tasks(fixed: dict, axes: dict) -> list[dict]:
     """At every ``omega`` of the grid and for both proximal minimisers: both branches on a
     fine ``alpha`` grid over the sweep's range, and ``find_transition``."""
     alphas = axes["alpha"] if "alpha" in axes else [fixed["alpha"]]
-    fine = sorted(set(np.round(np.linspace(min(alphas), max(alphas), 35), 4).tolist()) | set(alphas))
+    # a fine grid for smooth lines (not for a grid of three or fewer alphas, e.g. --quick)
+    fine = sorted(set(np.round(np.linspace(min(alphas), max(alphas), 35 if len(alphas) > 3 else 0), 4).tolist())
+                  | set(alphas))
     tasks = []
     for w in sorted(set(axes.get("omega", [fixed.get("omega", 0.3)]))):
         cols = _model_columns(fixed, w)
