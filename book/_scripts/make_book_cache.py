@@ -58,7 +58,7 @@ def curves(name: str, params: attnlab.ModelParams, description: str) -> None:
     rows = []
     for branch in ("positional", "semantic"):
         for r in se_curve(params, ALPHAS, branch, quad=fast_quadrature()):
-            rows.append(dict(branch=branch, alpha=float(r.alpha), m=float(r.m), theta=float(r.theta),
+            rows.append(dict(branch=branch, minimizer=r.minimizer, alpha=float(r.alpha), m=float(r.m), theta=float(r.theta),
                              qnorm=float(r.qnorm), eps_t=float(r.eps_t), eps_g=float(r.eps_g),
                              eps_g_linear=float(lin), converged=bool(r.converged), omega=params.omega,
                              sigma=params.sigma, **{"lambda": params.lam},
@@ -70,11 +70,14 @@ def phase(name: str) -> None:
     t0 = time.perf_counter()
     rows = []
     for omega in OMEGAS:
-        tr = find_transition(attnlab.ModelParams(omega=omega), quad=fast_quadrature(), xtol=1e-2)
-        rows.append(dict(omega=omega, alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, eps_g_linear=tr.eps_g_linear,
+        tr, gl = (find_transition(attnlab.ModelParams(omega=omega), quad=fast_quadrature(), xtol=1e-2, minimizer=mz)
+                  for mz in ("followed", "global"))
+        rows.append(dict(omega=omega, alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, alpha_c_global=gl.alpha_c,
+                         alpha_l_global=gl.alpha_l, eps_g_linear=tr.eps_g_linear,
                          xtol=tr.xtol, sigma=0.5, **{"lambda": 0.01}))
         print(rows[-1], flush=True)
-    _write(name, rows, "alpha_c(omega), alpha_l(omega) from find_transition (alpha in (0, 3], xtol 1e-2), "
+    _write(name, rows, "alpha_c(omega), alpha_l(omega) from find_transition (alpha in (0, 3], xtol 1e-2) with the "
+           "followed minimiser (alpha_c, alpha_l) and the global one (alpha_c_global, alpha_l_global), "
            "sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]", time.perf_counter() - t0)
 
 
