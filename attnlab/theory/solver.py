@@ -49,8 +49,8 @@ from .followed_rule import QMCRule, followed_expectations
 from .split_rule import SplitRule
 from .symmetry import Symmetry
 
-__all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "SEResult", "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution",
-           "initial_overlaps"]
+__all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "FOLLOWED_TOL", "followed_tolerance", "SEResult",
+           "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution", "initial_overlaps"]
 
 
 #: Per-sample proximal minimisers: ``"global"`` (the replica computation of the
@@ -264,7 +264,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Expectation rule (default ``Quadrature()``: split rule).
     tol : float
         Tolerance on the max-norm of the undamped residual (with the informed
-        minimiser at least :func:`followed_tolerance`, 1e-4 with the default points).
+        minimiser at least :func:`~attnlab.theory.solver.followed_tolerance`, 1e-4 with the default points).
     max_iter : int
         Budget of coarse fixed-point-map evaluations (the fine stage takes at most 12).
     error_estimate : bool
