@@ -2,10 +2,17 @@
 
 Source: Cui et al. 2024 (arXiv:2402.03902), Result 4.2 (the fixed-point
 equations) and Sec. 4 (the two branches: positional ``theta = 0``, semantic
-``m = 0``, both fixed points for every ``alpha``).
+``m = 0``).
 
-The fixed point ``x = G(x)`` of overlaps ``x = (q, m, V, theta)`` is found in
-two stages, in the unconstrained coordinates
+Which per-sample proximal minimiser enters the channel update is chosen by
+``minimizer`` (:data:`MINIMIZERS`): ``"followed"`` (default), the local
+minimiser reached by descent from the preactivations of gradient descent's
+initialisation (:mod:`attnlab.theory.followed_rule`, quasi-Monte Carlo), which
+describes the minima gradient descent reaches; or ``"global"``, the global
+minimiser of the paper's Result 4.2 (the split rule below).
+
+With the global minimiser the fixed point ``x = G(x)`` of overlaps
+``x = (q, m, V, theta)`` is found in two stages, in the unconstrained coordinates
 ``(log q, m, log V, atanh(theta / sqrt(q rho)))``:
 
 1. *coarse*: MINPACK's hybrid Powell method (``scipy.optimize.root``) on the
@@ -24,11 +31,15 @@ two stages, in the unconstrained coordinates
    as ``init`` also brings its Jacobian for the cheap rule (no finite
    differences of the coarse one).
 
+With the followed minimiser the coarse stage uses :meth:`~attnlab.theory.followed_rule.QMCRule.fast` points
+(to 1e-3) and the fine stage Broyden steps with ``quad.qmc`` (to
+:func:`followed_tolerance`).
+
 Without ``init`` several starting points are tried until one reaches a fixed
 point on the branch. Where none does and the trivial fixed point ``Q = 0``
 (uniform attention) attracts the map, that point is returned with
 ``collapsed=True``. Convergence is judged on the undamped residual of the rule
-that produced the result. Every proximal problem is solved globally. Symmetry
+that produced the result. Symmetry
 pins the branch: on the positional branch ``theta = 0`` exactly; on the
 semantic branch ``m = 0`` when ``A`` is symmetric under swapping the two
 positions; the pins also fix the folded node set (:mod:`attnlab.theory.symmetry`).
