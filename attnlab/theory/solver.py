@@ -76,17 +76,17 @@ MINIMIZERS = ("global", "followed")
 DEFAULT_MINIMIZER = {"semantic": "followed", "positional": "followed"}
 
 #: Smallest residual tolerance used with the followed minimiser and the default
-#: point set (``2**18`` points); it grows as ``1/sqrt(points)`` for other point sets.
+#: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
 #: The quasi-Monte Carlo map moves in steps (a node whose descent changes basin
 #: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
 #: residual; the integration error of the fixed point (about 1e-3) is larger still.
-FOLLOWED_TOL = 1e-4
+FOLLOWED_TOL = 3e-4
 
 
 def followed_tolerance(rule: QMCRule) -> float:
     """The residual floor of the followed minimiser's map with ``rule``: :data:`FOLLOWED_TOL`
-    at ``2**18`` points, growing as ``1 / sqrt(points)``."""
-    return FOLLOWED_TOL * float(np.sqrt(2 ** 18 / (rule.scrambles * 2 ** rule.log2_points)))
+    at ``2**17`` points, growing as ``1 / sqrt(points)``."""
+    return FOLLOWED_TOL * float(np.sqrt(2 ** 17 / rule.points))
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -234,6 +234,9 @@ class _Residual:
     def __init__(self, G, free, pinned):
         self.G, self.free, self.pinned = G, free, pinned
         self.rho = G.params.sigma ** 2
+        # finite-difference step of its Jacobian: the followed minimiser's quasi-Monte Carlo
+        # map moves in steps of ~1e-5 (nodes changing basin), so it needs a coarser step
+        self.fd_step = 1e-3 if G.minimizer == "followed" else 1e-6
 
     def pack(self, ov):
         return _pack(ov, self.free, self.rho)
@@ -275,7 +278,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Expectation rule (default ``Quadrature()``: split rule).
     tol : float
         Tolerance on the max-norm of the undamped residual (with the informed
-        minimiser at least :func:`~attnlab.theory.solver.followed_tolerance`, 1e-4 with the default points).
+        minimiser at least :func:`~attnlab.theory.solver.followed_tolerance`, 3e-4 with the default points).
     max_iter : int
         Budget of coarse fixed-point-map evaluations (the fine stage takes at most 12).
     error_estimate : bool
@@ -410,6 +413,10 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
         if minimizer == "global" and quad.split != SplitRule.fast():
             # first the cheap split rule: the final one then needs few steps
             stages.insert(0, _Residual(fixed_point_map(replace(quad, split=SplitRule.fast()), True), free, start))
+        cheap_qmc = QMCRule(log2_points=14, scrambles=2)
+        if minimizer == "followed" and warm and quad.qmc.points > cheap_qmc.points:
+            # a warm start skips the coarse stage: a cheap point set first, then few final steps
+            stages.insert(0, _Residual(fixed_point_map(replace(quad, qmc=cheap_qmc), True), free, start))
         if warm:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
@@ -523,7 +530,8 @@ def _solve_coarse(f, x0, tol, max_iter):
     return x
 
 
-def _jacobian(f, x, step=1e-6):
+def _jacobian(f, x, step=None):
+    step = f.fd_step if step is None else step
     r0 = f(x)
     J = np.empty((x.size, x.size))
     for j in range(x.size):
