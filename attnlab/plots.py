@@ -51,9 +51,9 @@ def plot_phase_diagram(rows, ax=None, path=None):
     omega = np.array([r["omega"] for r in rows])
     ac = np.array([r["alpha_c"] for r in rows])
     al = np.array([r["alpha_l"] for r in rows])
-    ax.fill_betweenx(omega, 0, ac, color=COLORS["positional"], alpha=0.15, label="positional global minimum")
+    ax.fill_betweenx(omega, 0, ac, color=COLORS["positional"], alpha=0.15, label="positional minimum lower")
     ax.fill_betweenx(omega, ac, np.nanmax(np.r_[ac, al]) * 1.2, color=COLORS["semantic"], alpha=0.12,
-                     label="semantic global minimum")
+                     label="semantic minimum lower")
     ax.plot(ac, omega, "-o", color=COLORS["alpha_c"], label=r"$\alpha_c$ (training losses cross)")
     ax.plot(al, omega, "--s", color=COLORS["alpha_l"], label=r"$\alpha_l$ (beats linear baseline)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
@@ -229,7 +229,7 @@ def plot_branch_bars(values, ax=None, ylabel=None, title=None, highlight=None):
     ax : matplotlib Axes, optional
     ylabel, title : str, optional
     highlight : str, optional
-        Key drawn with a thick black edge (e.g. the global minimum).
+        Key drawn with a thick black edge (e.g. the lower minimum).
 
     Returns
     -------

@@ -269,13 +269,13 @@ def se_explorer_figure(state: SEExplorerState, params: ModelParams, alpha: float
     glob = "semantic" if sem.eps_t < pos.eps_t else "positional"
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(7.2, 3.0), constrained_layout=True)
     plot_branch_bars({"positional": pos.eps_t, "semantic": sem.eps_t}, ax=a1, highlight=glob,
-                     ylabel=r"training loss $\varepsilon_t$", title="which minimum is global?")
+                     ylabel=r"training loss $\varepsilon_t$", title="which minimum is lower?")
     plot_branch_bars({"positional": pos.eps_g, "semantic": sem.eps_g, "linear": state.eps_g_linear}, ax=a2,
                      highlight=glob, ylabel=r"test error $\varepsilon_g$", title="test error")
     beats = state.results[glob].eps_g < state.eps_g_linear
     flag = "" if pos.converged and sem.converged else "  [not converged]"
     fig.suptitle(rf"$\alpha$={alpha:.2f}, $\omega$={params.omega:.2f}, $\sigma$={params.sigma:.2f}, "
-                 rf"$\lambda$={params.lam:.3f}: global minimum {glob}"
+                 rf"$\lambda$={params.lam:.3f}: lower minimum {glob}"
                  f" ({'beats' if beats else 'does not beat'} the linear baseline){flag}", fontsize=9)
     return fig
 
@@ -286,7 +286,7 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
 
     Every slider release solves both branches at the chosen point (warm-started,
     :func:`fast_quadrature` unless ``quad`` is given) and redraws the training
-    losses (the lower one is the global minimum of the risk) and the test
+    losses (the lower one fits the training data better) and the test
     errors against the linear positional baseline.
 
     Parameters
