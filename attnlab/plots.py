@@ -392,10 +392,35 @@ def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):
         ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label)
 
 
+def _gap_panel(ax, runs, theory, omega):
+    """GD's paired training-loss gap (extrapolated) and the SE gap of each minimiser."""
+    from .extrapolation import crossing
+
+    gaps = crossing(runs, omega)["gaps"]
+    if gaps:
+        ax.errorbar([g["alpha"] for g in gaps], [g["gap"] for g in gaps], yerr=[g["error"] for g in gaps], fmt="o",
+                    ms=5, capsize=2, color="k", label=r"GD, paired by seed, $d\to\infty$")
+    if theory is not None:
+        for minimizer, style in (("followed", "-"), ("global", "--")):
+            curve = {}
+            for branch in ("semantic", "positional"):
+                rows = (np.isclose(theory["omega"], omega) & (theory["kind"] == "se-curve")
+                        & (theory["branch"] == branch) & (theory["minimizer"] == minimizer))
+                curve[branch] = dict(zip(np.round(theory["alpha"][rows], 6), theory["eps_t"][rows]))
+            common = sorted(set(curve["semantic"]) & set(curve["positional"]))
+            if common:
+                ax.plot(common, [curve["semantic"][a] - curve["positional"][a] for a in common], style, color="k",
+                        lw=1.4, label=f"SE, {minimizer} minimiser")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xlabel(r"sample complexity $\alpha = n/d$")
+    ax.legend(fontsize=7.5)
+
+
 def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
     """The state evolution against gradient descent extrapolated to ``d -> infinity``.
 
-    First four panels, at ``omega``: ``theta``, ``|m|``, ``eps_t`` and ``eps_g``
+    First four panels, at ``omega``: ``theta``, ``|m|``, the training-loss gap
+    ``eps_t(semantic) - eps_t(positional)`` (GD: paired by seed) and ``eps_g``
     against ``alpha``; points are GD from the informed init (semantic colour) and
     from the positional init (positional colour), extrapolated in ``1/d`` with
     their standard errors (:func:`attnlab.extrapolation.extrapolate_runs`); lines
@@ -425,9 +450,15 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
     fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.6), constrained_layout=True)
     labels = dict(theta=r"semantic overlap $\theta = Q^*\!\cdot Q/d$", m=r"positional overlap $|m|$",
                   eps_t=r"training loss $\varepsilon_t = R/d$", eps_g=r"test error $\varepsilon_g$",
-                  lead=r"$\theta$ (informed init), $|m|$ (positional init)")
-    panels = [(omega, "theta"), (omega, "m"), (omega, "eps_t"), (omega, "eps_g"), (omega_low, "lead")]
+                  lead=r"$\theta$ (informed init), $|m|$ (positional init)",
+                  gap=r"$\varepsilon_t$(semantic) $-$ $\varepsilon_t$(positional)")
+    panels = [(omega, "theta"), (omega, "m"), (omega, "gap"), (omega, "eps_g"), (omega_low, "lead")]
     for ax, (w, y) in zip(axes.ravel(), panels):
+        if y == "gap":
+            _gap_panel(ax, runs, theory, w)
+            ax.set_ylabel(labels[y])
+            ax.set_title(rf"$\omega = {w:g}$: below zero the semantic minimum is lower", fontsize=10)
+            continue
         at = np.isclose(runs["omega"], w)
         sub = {k: v[at] for k, v in runs.items()}
         for init, branch in (("semantic", "semantic"), ("positional", "positional")):
@@ -443,6 +474,7 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
         ax.set_ylabel(labels[y])
         ax.set_title(rf"$\omega = {w:g}$", fontsize=10)
     axes[0, 0].legend(fontsize=7.5, loc="upper left")
+    axes[1, 1].legend(fontsize=7, loc="upper left")
     ax = axes[1, 2]
     omegas = sorted(set(runs["omega"].tolist()))
     cross = [crossing(runs, w) for w in omegas]
@@ -450,8 +482,9 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
     if ok:
         lo = [c["alpha_c"] - (c["low"] if np.isfinite(c["low"]) else c["alpha_c"]) for c in ok]
         hi = [(c["high"] if np.isfinite(c["high"]) else c["alpha_c"]) - c["alpha_c"] for c in ok]
-        ax.errorbar([c["alpha_c"] for c in ok], [c["omega"] for c in ok], xerr=np.abs([lo, hi]), fmt="o",
-                    color=COLORS["alpha_c"], capsize=3, label=r"GD: training losses cross ($d\to\infty$)")
+        ax.errorbar([c["alpha_c"] for c in ok], [c["omega"] for c in ok], xerr=np.abs([lo, hi]), fmt="D", ms=7,
+                    mfc="white", color="#9467bd", capsize=3, zorder=5,
+                    label=r"GD: training losses cross ($d\to\infty$)")
     if theory is not None:
         for minimizer, style in (("followed", "-"), ("global", "--")):
             rows = (theory["kind"] == "transition") & (theory["minimizer"] == minimizer)
