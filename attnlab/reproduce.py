@@ -611,6 +611,9 @@ def load_results(name: str, *, table: str = "runs", results_dir=None) -> dict | 
     ------
     ValueError
         Unknown figure name or ``table``.
+    attnlab.sweeps.CorruptResultsError
+        (a ``ValueError``) If the CSV is damaged (cut off, no header, a value
+        that does not parse, not UTF-8); the message names the file and line.
     """
     return read_columns(_cache_path(name, table, results_dir))
 

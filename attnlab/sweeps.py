@@ -42,6 +42,12 @@ for the sweeps here (hundreds to thousands of rows). A second process that
 tries to run a sweep on the same CSV while one is running stops with an error
 (an exclusive ``flock``), instead of both rewriting the file.
 
+Reading is strict (:func:`read_columns`, :func:`read_rows`): a file that is
+not UTF-8, is cut off, has lost its header, has a row with too few or too many
+fields, or a value that does not parse, raises :class:`CorruptResultsError`
+(a ``ValueError``) naming the file and the line. A damaged row is never
+counted as finished work, nor silently dropped.
+
 Provenance
 ----------
 Next to each ``NAME.csv`` a sidecar ``NAME.json`` records the attnlab version,
@@ -56,12 +62,14 @@ import concurrent.futures as cf
 import contextlib
 import csv
 import hashlib
+import io
 import itertools
 import json
 import math
 import multiprocessing
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,7 +83,7 @@ import numpy as np
 
 from .params import TEACHERS, ModelParams, check_choice, check_int, check_positive
 
-__all__ = ["Sweep", "SweepReport", "SweepError", "grid", "spec_key", "make_executor", "limit_threads",
+__all__ = ["Sweep", "SweepReport", "SweepError", "CorruptResultsError", "grid", "spec_key", "make_executor", "limit_threads",
            "run_sweep", "run_sweeps", "read_rows", "read_columns", "write_csv_atomic", "write_json_atomic",
            "provenance_path", "read_provenance", "code_provenance", "simulation_spec", "run_simulation_spec",
            "SIMULATION_RESULT_COLUMNS"]
@@ -327,39 +335,189 @@ def write_json_atomic(path, obj) -> None:
     _atomic_write_text(Path(path), lambda fh: (json.dump(obj, fh, indent=1, default=_plain), fh.write("\n")))
 
 
-def read_rows(path) -> list[dict]:
-    """Rows of a CSV as dicts of strings (``[]`` if the file does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+class CorruptResultsError(ValueError):
+    """A results file that cannot be read safely: damaged, cut off, or not a sweep's file.
+
+    Raised instead of guessing: a row that cannot be read is never counted as a
+    finished run, and no data is silently dropped. The message names the file and
+    the line (``path``, ``line``: 1-based, ``None`` if the whole file is at fault).
+    """
+
+    def __init__(self, path, line: int | None, problem: str):
+        self.path, self.line, self.problem = Path(path), line, problem
+        where = f"{self.path}" if line is None else f"{self.path}, line {line}"
+        super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self):
+        return type(self), (self.path, self.line, self.problem)
 
 
-def _column_array(values: list[str]) -> np.ndarray:
-    if values and all(v in ("True", "False") for v in values):
-        return np.array([v == "True" for v in values])
+#: Column kinds of the files attnlab writes (other columns: the kind of most of their values).
+_TEXT_COLUMNS = frozenset({"run_id", "init", "method", "teacher", "kind", "branch", "minimizer"})
+_BOOL_COLUMNS = frozenset({"converged"})
+_NUMERIC_COLUMNS = frozenset({"d", "alpha", "omega", "sigma", "lambda", "A11", "A12", "A21", "A22", "rank", "seed",
+                              "steps", "lr", "n_test", *SIMULATION_RESULT_COLUMNS}) - _BOOL_COLUMNS
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+_INT = re.compile(r"[+-]?\d+")
+_FIX = "fix or delete that line (its run is then redone), or move the file away"
+
+
+@dataclass
+class _Table:
+    header: list
+    rows: list       # lists of str, len(header) each
+    lines: list      # line number of each row (where it ends)
+    kinds: dict      # column -> "text", "bool" or "number"
+
+
+def _column_kind(name: str, values: list) -> str:
+    if name in _TEXT_COLUMNS:
+        return "text"
+    if name in _BOOL_COLUMNS:
+        return "bool"
+    if name in _NUMERIC_COLUMNS:
+        return "number"
+    filled = [v for v in values if v != ""]
+    if not filled:
+        return "number"  # empty or all missing: NaN
+    if 2 * sum(v in ("True", "False") for v in filled) > len(filled):
+        return "bool"
+    if 2 * sum(_NUMBER.fullmatch(v) is not None for v in filled) > len(filled):
+        return "number"
+    return "text"
+
+
+def _read_table(path: Path, key: str | None) -> _Table:
+    """Parse a CSV strictly (see :func:`read_columns`); raises :class:`CorruptResultsError`."""
+    data = path.read_bytes()
     try:
-        floats = [float(v) if v != "" else math.nan for v in values]
-    except ValueError:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptResultsError(path, data.count(b"\n", 0, exc.start) + 1,
+                                  f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}): not a "
+                                  f"results CSV, or a damaged one; {_FIX}") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark (a spreadsheet's "CSV UTF-8")
+    if not text:
+        raise CorruptResultsError(path, None, "the file is empty (no header line); delete it")
+    if not text.endswith("\n"):  # attnlab ends every row with a line break: the file was cut off
+        raise CorruptResultsError(path, text.count("\n") + 1,
+                                  f"the last line has no line break: the file was cut off in this row; {_FIX}")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+        if key is not None and key not in header:
+            raise CorruptResultsError(path, reader.line_num, f"the header has no {key!r} column (the header line "
+                                      f"is missing or damaged? it reads {','.join(header)[:80]!r})")
+        if len(set(header)) != len(header) or "" in header:
+            raise CorruptResultsError(path, reader.line_num, f"the header has empty or repeated column names: "
+                                      f"{','.join(header)[:80]!r}")
+        rows, lines = [], []
+        for fields in reader:
+            if len(fields) != len(header):
+                raise CorruptResultsError(path, reader.line_num, f"{len(fields)} fields where the header has "
+                                          f"{len(header)}: the row is damaged or cut off; {_FIX}")
+            rows.append(fields)
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise CorruptResultsError(path, reader.line_num, f"not valid CSV ({exc}); {_FIX}") from None
+    kinds = {}
+    for j, name in enumerate(header):
+        values = [r[j] for r in rows]
+        kinds[name] = kind = _column_kind(name, values)
+        for v, line in zip(values, lines):
+            if name == key and v == "":
+                raise CorruptResultsError(path, line, f"empty {key}; {_FIX}")
+            if v == "" or kind == "text":
+                continue
+            if kind == "bool" and v not in ("True", "False"):
+                raise CorruptResultsError(path, line, f"column {name!r} holds True/False, not {v!r}; {_FIX}")
+            if kind == "number" and _NUMBER.fullmatch(v) is None:
+                raise CorruptResultsError(path, line, f"column {name!r} holds numbers, not {v!r}; {_FIX}")
+    return _Table(header, rows, lines, kinds)
+
+
+def _read_results(path: Path, key: str | None = "run_id") -> tuple[list, list]:
+    """Header and rows (dicts of str) of a CSV read strictly; ``([], [])`` if it does not exist."""
+    if not path.exists():
+        return [], []
+    t = _read_table(path, key)
+    return t.header, [dict(zip(t.header, r)) for r in t.rows]
+
+
+def read_rows(path, *, key: str | None = "run_id") -> list[dict]:
+    """Rows of a CSV as dicts of strings (``[]`` if the file does not exist), read strictly.
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV (e.g. a sweep's results).
+    key : str or None
+        A column the header must contain and no row may leave empty (default
+        ``"run_id"``, the key of a sweep's rows); ``None``: any CSV.
+
+    Raises
+    ------
+    CorruptResultsError
+        (a ``ValueError``) If the file cannot be read safely; see :func:`read_columns`.
+    """
+    return _read_results(Path(path), key)[1]
+
+
+def _column_array(values: list[str], kind: str) -> np.ndarray:
+    if kind == "text":
         return np.array(values, dtype=str)
-    if values and all(v.lstrip("-").isdigit() for v in values):
+    if kind == "bool":
+        if values and "" not in values:
+            return np.array([v == "True" for v in values])
+        return np.array(values, dtype=str)  # missing values: "True", "False" or ""
+    if values and all(_INT.fullmatch(v) for v in values):
         return np.array([int(v) for v in values], dtype=np.int64)
-    return np.array(floats, dtype=float)
+    return np.array([float(v) if v != "" else math.nan for v in values], dtype=float)
 
 
-def read_columns(path) -> dict[str, np.ndarray] | None:
-    """A CSV as a dict of numpy column arrays (bool, int64, float64 or str), or ``None`` if missing."""
+def read_columns(path, *, key: str | None = "run_id") -> dict[str, np.ndarray] | None:
+    """A CSV as a dict of numpy column arrays (bool, int64, float64 or str), or ``None`` if missing.
+
+    The file is read strictly, so that damage is reported rather than silently
+    dropped or misread: it must be UTF-8 and end with a line break (attnlab
+    ends every row with one: a file that does not was cut off), its header
+    must name distinct columns including ``key``, every row must have exactly
+    as many fields as the header, and the values must parse: numbers in
+    numeric columns (an empty field is NaN), ``True``/``False`` in boolean
+    ones. A column's kind is known for the columns attnlab writes (``run_id``,
+    ``init``, ``method``, ``kind``, ``branch``... are text, ``converged`` is
+    boolean, the parameters and results of :func:`run_simulation_spec` are
+    numbers); any other column is of the kind of most of its values. Integer
+    columns without missing values are int64, other numeric columns float64;
+    a boolean column with missing values is returned as str (``"True"``,
+    ``"False"``, ``""``).
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV.
+    key : str or None
+        A column the header must contain, non-empty in every row (default
+        ``"run_id"``: a sweep's results); ``None`` for any CSV.
+
+    Returns
+    -------
+    dict of str to ndarray or None
+        One array per column, all rows of the file; ``None`` if the file does not exist.
+
+    Raises
+    ------
+    CorruptResultsError
+        (a ``ValueError``) If the file is not UTF-8, is empty or cut off, has no
+        ``key`` column (e.g. a deleted header line), a row with too few or too
+        many fields, or a value that does not parse; the message names the file
+        and the line.
+    """
     path = Path(path)
     if not path.exists():
         return None
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            return {}
-        cols = list(zip(*reader)) or [() for _ in header]
-    return {name: _column_array(list(col)) for name, col in zip(header, cols)}
+    t = _read_table(path, key)
+    return {name: _column_array([r[j] for r in t.rows], t.kinds[name]) for j, name in enumerate(t.header)}
 
 
 def provenance_path(csv_path) -> Path:
@@ -368,11 +526,29 @@ def provenance_path(csv_path) -> Path:
 
 
 def read_provenance(csv_path) -> dict | None:
-    """The provenance sidecar of a CSV as a dict, or ``None`` if missing."""
+    """The provenance sidecar of a CSV as a dict, or ``None`` if missing.
+
+    Raises
+    ------
+    CorruptResultsError
+        (a ``ValueError``) If the sidecar is not UTF-8 JSON holding an object; the
+        message names the file and the line.
+    """
     p = provenance_path(csv_path)
     if not p.exists():
         return None
-    return json.loads(p.read_text(encoding="utf-8"))
+    data = p.read_bytes()
+    try:
+        prov = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorruptResultsError(p, data.count(b"\n", 0, exc.start) + 1, "not UTF-8 text: a damaged provenance "
+                                  "file; fix it or move it away") from None
+    except json.JSONDecodeError as exc:
+        raise CorruptResultsError(p, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}): a damaged "
+                                  "provenance file; fix it or move it away") from None
+    if not isinstance(prov, dict):
+        raise CorruptResultsError(p, None, "not a provenance record (a JSON object); fix it or move it away")
+    return prov
 
 
 def _utc_now() -> str:
@@ -535,8 +711,7 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
             locks.enter_context(_sweep_lock(sw.path))
         todo, skipped = [], []
         for sw, ks in zip(sweeps, keys):
-            sw.rows = read_rows(sw.path)
-            sw.columns = list(sw.rows[0].keys()) if sw.rows else []
+            sw.columns, sw.rows = _read_results(sw.path)
             done = {r.get("run_id") for r in sw.rows}
             pending = [(sw, k, s) for k, s in zip(ks, sw.specs) if k not in done]
             todo += pending

@@ -9,8 +9,8 @@ import pytest
 from attnlab import cli
 from attnlab.reproduce import (FIGURES, describe_results, figure_specs, load_provenance, load_results,
                                reproduce, theory_specs)
-from attnlab.sweeps import (SweepError, grid, provenance_path, read_columns, read_provenance, run_simulation_spec,
-                            run_sweep, simulation_spec, spec_key, write_csv_atomic)
+from attnlab.sweeps import (CorruptResultsError, SweepError, grid, provenance_path, read_columns, read_provenance,
+                            read_rows, run_simulation_spec, run_sweep, simulation_spec, spec_key, write_csv_atomic)
 
 CALLS = []
 _LOCK = threading.Lock()
@@ -112,7 +112,7 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
         write_csv_atomic(path, [{"a": 1, "b": 2.5}] * 1000 + [{"a": Explodes(), "b": 0}])
     assert path.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
-    cols = read_columns(path)
+    cols = read_columns(path, key=None)  # not a sweep's file: no run_id column
     assert cols["a"].dtype == np.int64 and cols["b"][0] == 2.5
 
 
@@ -212,3 +212,70 @@ def test_two_processes_cannot_write_the_same_sweep(tmp_path):
         with pytest.raises(SweepError, match="another process"):
             run_sweep(SPECS[:1], path, runner=square, executor=cf.ThreadPoolExecutor(1), progress=False)
     assert not path.exists()
+
+
+def _damage(text: str, how: str) -> tuple[bytes, int, str]:
+    """A damaged copy of a sweep's CSV text: the bytes, the line to report and a phrase of the message."""
+    lines = text.splitlines(keepends=True)
+    if how == "cut-off":  # a write cut short in the last row
+        return text[:-5].encode(), len(lines), "cut off"
+    if how == "missing-field":
+        lines[3] = lines[3].rsplit(",", 1)[0] + "\n"
+        return "".join(lines).encode(), 4, "fields where the header has"
+    if how == "no-header":
+        return "".join(lines[1:]).encode(), 1, "no 'run_id' column"
+    if how == "garbage-number":
+        head, tail = lines[4].rsplit(",", 1)
+        lines[4] = head + ",1.2.3\n"
+        return "".join(lines).encode(), 5, "column 'y' holds numbers, not '1.2.3'"
+    if how == "not-utf8":
+        return "".join(lines[:2]).encode() + lines[2].encode().replace(b",1,", b",\xe9,") + \
+            "".join(lines[3:]).encode(), 3, "not UTF-8"
+    raise AssertionError(how)
+
+
+DAMAGES = ("cut-off", "missing-field", "no-header", "garbage-number", "not-utf8")
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_csv_is_an_error_naming_file_and_line(tmp_path, capsys, how):
+    good = tmp_path / "good.csv"
+    with cf.ThreadPoolExecutor(1) as ex:
+        run_sweep(SPECS, good, runner=square, executor=ex, progress=False, command="test")
+    data, line, phrase = _damage(good.read_text(), how)
+    path = tmp_path / "bad.csv"
+    path.write_bytes(data)
+    for read in (read_columns, read_rows):
+        with pytest.raises(CorruptResultsError, match=phrase) as info:
+            read(path)
+        assert isinstance(info.value, ValueError) and info.value.line == line
+        assert str(info.value).startswith(f"{path}, line {line}: ")
+    CALLS.clear()  # resuming from the damaged file: an error, nothing run, the file left as it is
+    with cf.ThreadPoolExecutor(1) as ex, pytest.raises(CorruptResultsError, match=f"line {line}: "):
+        run_sweep(SPECS, path, runner=square, executor=ex, progress=False)
+    assert CALLS == [] and path.read_bytes() == data
+    # the cached results of the book and `attnlab reproduce`: one line `attnlab: error: ...`, exit code 2
+    cached = tmp_path / "overlaps-vs-alpha-quick.csv"
+    cached.write_bytes(data)
+    with pytest.raises(CorruptResultsError, match=phrase):
+        load_results("overlaps-vs-alpha-quick", results_dir=tmp_path)
+    capsys.readouterr()
+    assert cli.main(["reproduce", "overlaps-vs-alpha", "--quick", "--out", str(tmp_path), "--no-theory",
+                     "--no-plot", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"attnlab: error: {cached}, line {line}: ") and phrase in err
+    assert cached.read_bytes() == data and not provenance_path(cached).exists()
+
+
+def test_strict_reading_keeps_valid_files(tmp_path):
+    path = tmp_path / "ok.csv"
+    path.write_text("\ufeffrun_id,kind,x,flag,note\n0123456789012345,a,1,True,\n1e34567890abcdef,b,,False,x 1\n")
+    cols = read_columns(path)  # byte-order mark; all-digit run_id stays text; empty number is NaN
+    assert cols["run_id"].tolist() == ["0123456789012345", "1e34567890abcdef"]
+    assert cols["flag"].dtype == bool and np.isnan(cols["x"][1]) and cols["note"].tolist() == ["", "x 1"]
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(CorruptResultsError, match="empty"):
+        read_columns(tmp_path / "empty.csv")
+    provenance_path(path).write_text('{"csv": "ok.csv",\n "sessions": [}\n')
+    with pytest.raises(CorruptResultsError, match=r"ok\.json, line 2: not valid JSON"):
+        read_provenance(path)
