@@ -38,9 +38,15 @@ run, to a temporary file in the same directory that then replaces the CSV with
 ``os.replace`` (atomic on POSIX and Windows): a reader, or a crash at any
 moment, sees either the previous or the next complete file, never a half
 written one. Rewriting costs ``O(rows)`` per run, negligible next to a run
-for the sweeps here (hundreds to thousands of rows). A second process that
-tries to run a sweep on the same CSV while one is running stops with an error
-(an exclusive ``flock``), instead of both rewriting the file.
+for the sweeps here (hundreds to thousands of rows).
+
+A process running a sweep holds an exclusive lock, ``NAME.csv.lock`` next to
+the CSV (``filelock``; the same lock for every process, whatever its
+temporary directory): a second process that tries to run a sweep on the same
+CSV meanwhile stops at once with a :class:`SweepError` naming the lock. Each
+rewrite also re-reads the rows in the file and merges them (by ``run_id``)
+with this session's, so a row in the file is never dropped, even one added
+since by a writer that did not take the lock.
 
 Reading is strict (:func:`read_columns`, :func:`read_rows`): a file that is
 not UTF-8, is cut off, has lost its header, has a row with too few or too many
@@ -74,12 +80,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from filelock import FileLock
+from filelock import Timeout as LockTimeout
 
 from .params import TEACHERS, ModelParams, check_choice, check_int, check_positive
 
@@ -674,7 +683,11 @@ def run_sweep(specs: Sequence[Mapping], path, *, runner: Callable = run_simulati
     SweepError
         If runs raised. Runs not yet started are cancelled, runs in flight
         are awaited and saved, then the error lists the failures; run the
-        sweep again to retry only what is missing.
+        sweep again to retry only what is missing. Also if another process
+        is running a sweep on ``path`` (the message names the lock file).
+    CorruptResultsError
+        (a ``ValueError``) If ``path`` or its provenance is damaged (see
+        :func:`read_columns`); nothing is run and the files are left as they are.
     """
     return run_sweeps([Sweep(list(specs), path, runner, description, notes)], executor=executor,
                       workers=workers, progress=progress, command=command)[0]
@@ -712,6 +725,7 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
         todo, skipped = [], []
         for sw, ks in zip(sweeps, keys):
             sw.columns, sw.rows = _read_results(sw.path)
+            _reap_sessions(sw)
             done = {r.get("run_id") for r in sw.rows}
             pending = [(sw, k, s) for k, s in zip(ks, sw.specs) if k not in done]
             todo += pending
@@ -720,32 +734,52 @@ def run_sweeps(sweeps: Sequence[Sweep], *, executor: cf.Executor | None = None, 
         return _run_pending(sweeps, todo, skipped, total, executor, workers, progress, command, started, t0)
 
 
+def _lock_path(path: Path) -> Path:
+    return Path(path).with_name(Path(path).name + ".lock")
+
+
 @contextlib.contextmanager
 def _sweep_lock(path: Path):
-    """Exclusive lock so that two processes on this machine never write the same CSV.
+    """Exclusive lock on a sweep's CSV, held while a process runs the sweep.
 
-    POSIX ``flock`` on ``attnlab-sweep-<hash of the CSV's absolute path>.lock`` in the
-    temporary directory (keeps the results folder clean); a no-op where ``fcntl``
-    is unavailable. Not a lock across machines: give each cluster job its own ``--out``
-    or run the whole sweep from one client.
+    A ``filelock.FileLock`` on ``NAME.csv.lock`` next to the CSV (so every
+    process that writes the CSV meets the same lock, whatever its temporary
+    directory; across machines too where the file system supports locks).
+    The lock file is left in place: deleting it on release would let two
+    processes each hold "the" lock, on two different files.
+
+    Raises
+    ------
+    SweepError
+        If another process holds the lock (the message names the lock file).
     """
+    lock_file = _lock_path(path)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_file, timeout=0)
     try:
-        import fcntl
-    except ImportError:  # Windows
+        lock.acquire()
+    except LockTimeout:
+        raise SweepError(f"another process is running the sweep of {path} (lock {lock_file}); wait for it to "
+                         "finish, or write elsewhere (--out)") from None
+    try:
         yield
-        return
-    digest = hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:16]
-    lock = Path(tempfile.gettempdir()) / f"attnlab-sweep-{digest}.lock"
-    with open(lock, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise SweepError(f"another process is running the sweep of {path} (lock {lock}); wait for it to "
-                             "finish, or write elsewhere (--out)") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        lock.release()
+
+
+def _save_rows(sw: Sweep) -> None:
+    """Rewrite the CSV with the rows on disk plus this session's rows (merged by ``run_id``).
+
+    Called with the sweep's lock held. Re-reading the file first means a row in
+    the file is never dropped, even if some other writer (one that did not take
+    the lock) added rows since this session read it.
+    """
+    header, on_disk = _read_results(sw.path)
+    have = {r["run_id"] for r in on_disk}
+    rows = on_disk + [r for r in sw.rows if r["run_id"] not in have]
+    columns = header + [c for c in sw.columns if c not in header]
+    write_csv_atomic(sw.path, rows, columns)
+    sw.rows, sw.columns = rows, columns
 
 
 def _run_pending(sweeps, todo, skipped, total, executor, workers, progress, command, started, t0):
@@ -760,7 +794,7 @@ def _run_pending(sweeps, todo, skipped, total, executor, workers, progress, comm
 
     def save(i):
         sw = sweeps[i]
-        write_csv_atomic(sw.path, sw.rows, sw.columns)
+        _save_rows(sw)
         _update_session(sw, sessions[i], completed[i], "running", t0)
 
     own = executor is None and bool(todo)
@@ -837,21 +871,10 @@ def _start_session(sw: Sweep, command, started, executor, workers, n_specs, n_pe
     """Append a session to the provenance, or ``None`` if nothing is to be run (the files stay untouched)."""
     if n_pending == 0:
         return None
-    prov = read_provenance(sw.path) or {}
-    for s in prov.get("sessions", []):
-        if s.get("status") == "running":
-            s["status"] = "interrupted"
-    session = dict(command=command, started_utc=started, finished_utc=None, runtime_seconds=0.0,
-                   executor=_executor_name(executor, workers), runs_in_sweep=n_specs, runs_pending=n_pending,
-                   runs_completed=0, status="running", **code_provenance())
-    prov["csv"] = sw.path.name
-    if sw.description:
-        prov["description"] = sw.description
-    if sw.notes:
-        prov["notes"] = sw.notes
-    prov.setdefault("sessions", []).append(session)
-    sw.provenance = prov
-    _write_provenance(sw)
+    session = dict(session_id=uuid.uuid4().hex[:12], command=command, started_utc=started, finished_utc=None,
+                   runtime_seconds=0.0, executor=_executor_name(executor, workers), runs_in_sweep=n_specs,
+                   runs_pending=n_pending, runs_completed=0, status="running", **code_provenance())
+    _write_provenance(sw, session)
     return session
 
 
@@ -860,7 +883,21 @@ def _update_session(sw: Sweep, session: dict | None, completed: int, status: str
         return
     session.update(runs_completed=completed, status=status, runtime_seconds=round(time.perf_counter() - t0, 2),
                    finished_utc=_utc_now())
-    _write_provenance(sw)
+    _write_provenance(sw, session)
+
+
+def _reap_sessions(sw: Sweep) -> None:
+    """Mark as ``"interrupted"`` the sessions still ``"running"`` in the provenance (killed runs).
+
+    Called with the sweep's lock held, so no other process is running this
+    sweep. Writes the provenance only if a session changed.
+    """
+    prov = read_provenance(sw.path)
+    stale = [s for s in (prov or {}).get("sessions", []) if s.get("status") == "running"]
+    for s in stale:
+        s["status"] = "interrupted"
+    if stale:
+        write_json_atomic(provenance_path(sw.path), prov)
 
 
 def _summarise_provenance(prov: dict, rows: list, specs: list | None = None) -> dict:
@@ -883,6 +920,24 @@ def _summarise_provenance(prov: dict, rows: list, specs: list | None = None) -> 
     return prov
 
 
-def _write_provenance(sw: Sweep) -> None:
-    prov = _summarise_provenance(sw.provenance, sw.rows, sw.specs)
-    write_json_atomic(provenance_path(sw.path), prov)
+def _write_provenance(sw: Sweep, session: dict) -> None:
+    """Put ``session`` into the provenance on disk (replacing its earlier copy), summarise, write.
+
+    The file is re-read each time (with the sweep's lock held), so that the
+    sessions recorded by other processes are kept as they wrote them: a stale
+    copy never overwrites another session's status.
+    """
+    prov = read_provenance(sw.path) or {}
+    prov["csv"] = sw.path.name
+    if sw.description:
+        prov["description"] = sw.description
+    if sw.notes:
+        prov["notes"] = sw.notes
+    sessions = prov.setdefault("sessions", [])
+    ids = [s.get("session_id") for s in sessions]
+    if session["session_id"] in ids:
+        sessions[ids.index(session["session_id"])] = session
+    else:
+        sessions.append(session)
+    sw.provenance = _summarise_provenance(prov, sw.rows, sw.specs)
+    write_json_atomic(provenance_path(sw.path), sw.provenance)

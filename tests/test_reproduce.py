@@ -1,16 +1,23 @@
 """Sweeps and ``attnlab reproduce``: resume, atomic writes, Dask, bad input, CLI, cached results."""
 import concurrent.futures as cf
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import attnlab
 from attnlab import cli
 from attnlab.reproduce import (FIGURES, describe_results, figure_specs, load_provenance, load_results,
                                reproduce, theory_specs)
 from attnlab.sweeps import (CorruptResultsError, SweepError, grid, provenance_path, read_columns, read_provenance,
-                            read_rows, run_simulation_spec, run_sweep, simulation_spec, spec_key, write_csv_atomic)
+                            read_rows, run_simulation_spec, run_sweep, simulation_spec, spec_key, write_csv_atomic,
+                            write_json_atomic)
 
 CALLS = []
 _LOCK = threading.Lock()
@@ -209,9 +216,9 @@ def test_two_processes_cannot_write_the_same_sweep(tmp_path):
 
     path = tmp_path / "locked.csv"
     with _sweep_lock(path):  # as if another process were running this sweep
-        with pytest.raises(SweepError, match="another process"):
+        with pytest.raises(SweepError, match="another process.*locked.csv.lock"):
             run_sweep(SPECS[:1], path, runner=square, executor=cf.ThreadPoolExecutor(1), progress=False)
-    assert not path.exists()
+    assert not path.exists() and (tmp_path / "locked.csv.lock").exists()  # the lock lives next to the CSV
 
 
 def _damage(text: str, how: str) -> tuple[bytes, int, str]:
@@ -279,3 +286,88 @@ def test_strict_reading_keeps_valid_files(tmp_path):
     provenance_path(path).write_text('{"csv": "ok.csv",\n "sessions": [}\n')
     with pytest.raises(CorruptResultsError, match=r"ok\.json, line 2: not valid JSON"):
         read_provenance(path)
+
+
+SWEEPER = """
+import concurrent.futures as cf, os, sys, time
+from attnlab.sweeps import grid, run_sweep
+
+def slow_square(spec):
+    time.sleep(float(os.environ["SWEEP_DELAY"]))
+    return {**spec, "y": spec["x"] ** 2}
+
+if __name__ == "__main__":
+    path, lo, hi, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    specs = grid({"a": 1}, {"x": list(range(lo, hi))})
+    if mode == "threads":
+        with cf.ThreadPoolExecutor(2) as ex:
+            run_sweep(specs, path, runner=slow_square, executor=ex, progress=False, command="sweeper")
+    else:  # the default process pool (spawn)
+        run_sweep(specs, path, runner=slow_square, workers=2, progress=False, command="sweeper")
+"""
+
+
+def _sweeper(tmp_path, path, lo, hi, mode, delay, tmpdir):
+    """Start a separate process running a slow sweep of x in [lo, hi) on ``path``, with its own TMPDIR."""
+    script = tmp_path / "sweeper.py"
+    script.write_text(SWEEPER)
+    Path(tmpdir).mkdir(exist_ok=True)
+    root = str(Path(attnlab.__file__).resolve().parent.parent)  # the attnlab under test
+    env = dict(os.environ, TMPDIR=str(tmpdir), SWEEP_DELAY=str(delay),
+               PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return subprocess.Popen([sys.executable, str(script), str(path), str(lo), str(hi), mode], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(cond, timeout=30.0, what="condition"):
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < timeout, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_two_processes_with_different_tmpdirs_never_lose_rows(tmp_path):
+    # the old lock lived in the temporary directory: with different TMPDIRs both ran and the CSV kept 9 of 16 rows
+    path = tmp_path / "shared.csv"
+    first = _sweeper(tmp_path, path, 0, 8, "threads", 0.25, tmp_path / "tmp1")
+    _wait_for(lambda: (tmp_path / "shared.csv.lock").exists() or first.poll() is not None, what="the first sweep")
+    second = _sweeper(tmp_path, path, 8, 16, "threads", 0.25, tmp_path / "tmp2")
+    _, err2 = second.communicate(timeout=60)
+    _, err1 = first.communicate(timeout=60)
+    assert first.returncode == 0, err1
+    assert second.returncode != 0 and "SweepError: another process is running the sweep" in err2
+    assert str(tmp_path / "shared.csv.lock") in err2
+    cols = read_columns(path)  # the first sweep's rows, all of them
+    assert sorted(cols["x"]) == list(range(8)) and np.array_equal(cols["y"], cols["x"] ** 2)
+    prov = read_provenance(path)
+    assert [s["status"] for s in prov["sessions"]] == ["complete"]
+    # the refused sweep, run again: its rows join the first's
+    with cf.ThreadPoolExecutor(2) as ex:
+        rep = run_sweep(grid({"a": 1}, {"x": list(range(16))}), path, runner=square, executor=ex, progress=False)
+    assert rep.skipped == 8 and rep.completed == 8
+    assert sorted(read_columns(path)["x"]) == list(range(16))
+    assert [s["status"] for s in read_provenance(path)["sessions"]] == ["complete", "complete"]
+
+
+def test_rows_and_sessions_of_another_writer_are_kept(tmp_path):
+    # a writer that ignores the lock (another machine without shared locks, an old attnlab) adds a row and a
+    # session while this sweep runs: every rewrite re-reads the files and merges, so neither is lost
+    path = tmp_path / "merge.csv"
+    foreign = {"a": 1, "x": 99}
+
+    def intruding_square(spec):
+        if spec["x"] == 0:  # the first run: this process is not writing the files at the same moment
+            write_csv_atomic(path, read_rows(path) + [{"run_id": spec_key(foreign), **foreign, "y": 99 ** 2}])
+            prov = read_provenance(path)
+            prov["sessions"].append({"session_id": "elsewhere", "status": "complete", "runs_completed": 1})
+            write_json_atomic(provenance_path(path), prov)
+        return square(spec)
+
+    with cf.ThreadPoolExecutor(1) as ex:
+        rep = run_sweep(SPECS, path, runner=intruding_square, executor=ex, progress=False, command="test")
+    assert rep.completed == 6
+    cols = read_columns(path)
+    assert sorted(cols["x"]) == [0, 1, 2, 3, 4, 5, 99] and len(set(cols["run_id"])) == 7
+    prov = read_provenance(path)
+    assert [s["status"] for s in prov["sessions"]] == ["complete", "complete"]
+    assert prov["sessions"][1]["session_id"] == "elsewhere" and prov["n_rows"] == 7
