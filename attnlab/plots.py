@@ -413,7 +413,8 @@ def _gap_panel(ax, runs, theory, omega):
                         lw=1.4, label=f"SE, {minimizer} minimiser")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
-    ax.legend(fontsize=7.5)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7.5)
 
 
 def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
@@ -473,8 +474,9 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
         ax.set_xlabel(r"sample complexity $\alpha = n/d$")
         ax.set_ylabel(labels[y])
         ax.set_title(rf"$\omega = {w:g}$", fontsize=10)
-    axes[0, 0].legend(fontsize=7.5, loc="upper left")
-    axes[1, 1].legend(fontsize=7, loc="upper left")
+    for ax, size in ((axes[0, 0], 7.5), (axes[1, 1], 7)):
+        if ax.get_legend_handles_labels()[0]:  # (a panel without data has nothing to list)
+            ax.legend(fontsize=size, loc="upper left")
     ax = axes[1, 2]
     omegas = sorted(set(runs["omega"].tolist()))
     cross = [crossing(runs, w) for w in omegas]
