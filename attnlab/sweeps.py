@@ -12,7 +12,9 @@ Executors
 ---------
 Any ``concurrent.futures.Executor`` works: the default is a local process pool
 (:func:`make_executor`, ``workers`` processes started with ``spawn``, each with
-one torch/BLAS thread so that ``workers`` runs use ``workers`` cores). To run
+one torch/BLAS thread so that ``workers`` runs use ``workers`` cores, and each
+exits when the process that started it dies, so a killed sweep leaves no
+orphaned workers). To run
 the same sweep on a Dask cluster, hand over the executor of a
 ``distributed.Client``::
 
@@ -58,9 +60,12 @@ Provenance
 ----------
 Next to each ``NAME.csv`` a sidecar ``NAME.json`` records the attnlab version,
 the git commit (and whether the work tree had uncommitted changes), library
-versions, and one entry per session (command line, executor, start and end
-date in ISO 8601 UTC, wall time, runs completed, status), the seeds present
-and free-form notes (e.g. the scale of a figure). The CSV stays tidy.
+versions, and one entry per session (command line, executor, host and process
+id, start and end date in ISO 8601 UTC, wall time, runs completed, status),
+the seeds present and free-form notes (e.g. the scale of a figure). The CSV
+stays tidy. A session killed outright (``SIGKILL``, out of memory) cannot
+record its end; the next session on the CSV finds it still ``"running"`` with
+its process gone, and marks it ``"interrupted"``.
 """
 from __future__ import annotations
 
@@ -76,9 +81,11 @@ import multiprocessing
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -270,15 +277,37 @@ def limit_threads(n: int = 1) -> None:
     numba.set_num_threads(n)
 
 
+def _exit_when_orphaned(parent_pid: int, interval: float = 0.5) -> None:
+    """Poll the parent process id; exit this process at once when it changes (the parent died)."""
+    while os.getppid() == parent_pid:
+        time.sleep(interval)
+    os._exit(1)
+
+
+def _init_worker(parent_pid: int, threads: int = 1) -> None:
+    """Initializer of :func:`make_executor`'s workers: exit when the parent dies, ``threads`` torch threads."""
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="attnlab-orphan-watchdog",
+                     daemon=True).start()
+    limit_threads(threads)
+
+
 def make_executor(workers: int = 1) -> cf.ProcessPoolExecutor:
     """A local process pool of ``workers`` processes with one torch thread each.
 
     Processes are started with ``spawn`` (forking a process whose torch/OpenMP
-    thread pool is already running is not safe).
+    thread pool is already running is not safe). Each worker runs a watchdog
+    thread that exits the worker within half a second of its parent's death
+    (its parent process id changes, POSIX), so a killed sweep (``SIGKILL``,
+    out of memory) leaves no orphaned workers computing runs nobody saves.
+
+    Raises
+    ------
+    ValueError
+        If ``workers`` is not an integer >= 1.
     """
     workers = check_int("workers", workers, 1)
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=limit_threads)
+                                  initializer=_init_worker, initargs=(os.getpid(),))
 
 
 # ----------------------------------------------------------------------------- files
@@ -873,7 +902,8 @@ def _start_session(sw: Sweep, command, started, executor, workers, n_specs, n_pe
         return None
     session = dict(session_id=uuid.uuid4().hex[:12], command=command, started_utc=started, finished_utc=None,
                    runtime_seconds=0.0, executor=_executor_name(executor, workers), runs_in_sweep=n_specs,
-                   runs_pending=n_pending, runs_completed=0, status="running", **code_provenance())
+                   runs_pending=n_pending, runs_completed=0, status="running", host=socket.gethostname(),
+                   pid=os.getpid(), pid_started=_process_started(os.getpid()), **code_provenance())
     _write_provenance(sw, session)
     return session
 
@@ -886,17 +916,77 @@ def _update_session(sw: Sweep, session: dict | None, completed: int, status: str
     _write_provenance(sw, session)
 
 
-def _reap_sessions(sw: Sweep) -> None:
-    """Mark as ``"interrupted"`` the sessions still ``"running"`` in the provenance (killed runs).
+def _process_started(pid: int) -> float | None:
+    """Start time of process ``pid`` (seconds since the epoch; ``None`` if unknown: no psutil, or no such process)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
-    Called with the sweep's lock held, so no other process is running this
-    sweep. Writes the provenance only if a session changed.
+
+def _session_alive(session: Mapping) -> bool | None:
+    """Whether the process that recorded ``session`` still runs: ``None`` if that cannot be checked
+    (another host, or a session recorded before pids were)."""
+    pid, host = session.get("pid"), session.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return None
+    if pid == os.getpid():
+        return False  # this process is here, not running that session (a pid reused since)
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return False
+            started = session.get("pid_started")
+            return started is None or abs(proc.create_time() - started) < 1.0  # else: a reused pid
+        except psutil.NoSuchProcess:
+            return False
+        except psutil.AccessDenied:
+            return True
+    if os.name != "posix":
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap_sessions(sw: Sweep) -> None:
+    """Mark as ``"interrupted"`` the sessions left ``"running"`` by a process that is gone (a killed run).
+
+    Called with the sweep's lock held, so no process that takes the lock is
+    running this sweep: a session still ``"running"`` is interrupted unless
+    its process demonstrably runs on this host (one that ignored the lock).
+    A session of another host, or one recorded without a pid, cannot be
+    checked and is marked too (were it running after all, its next write of
+    the provenance puts its own status back). Writes the provenance only if
+    a session changed.
     """
     prov = read_provenance(sw.path)
-    stale = [s for s in (prov or {}).get("sessions", []) if s.get("status") == "running"]
-    for s in stale:
+    changed = False
+    for s in (prov or {}).get("sessions", []):
+        if s.get("status") != "running":
+            continue
+        alive = _session_alive(s)
+        if alive:
+            continue
         s["status"] = "interrupted"
-    if stale:
+        s["status_note"] = (f"process {s.get('pid')} on {s.get('host')} had ended" if alive is False else
+                            "its process could not be checked from here; the sweep's lock was free") + \
+            f" when a later session started ({_utc_now()})"
+        changed = True
+    if changed:
         write_json_atomic(provenance_path(sw.path), prov)
 
 

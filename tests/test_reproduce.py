@@ -315,8 +315,14 @@ def _sweeper(tmp_path, path, lo, hi, mode, delay, tmpdir):
     root = str(Path(attnlab.__file__).resolve().parent.parent)  # the attnlab under test
     env = dict(os.environ, TMPDIR=str(tmpdir), SWEEP_DELAY=str(delay),
                PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    return subprocess.Popen([sys.executable, str(script), str(path), str(lo), str(hi), mode], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # output to a file, not a pipe: a pipe stays open while any (orphaned) worker holds it
+    with open(Path(tmpdir) / "sweeper.log", "w") as log:
+        return subprocess.Popen([sys.executable, str(script), str(path), str(lo), str(hi), mode], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def _log(tmpdir) -> str:
+    return (Path(tmpdir) / "sweeper.log").read_text()
 
 
 def _wait_for(cond, timeout=30.0, what="condition"):
@@ -332,8 +338,9 @@ def test_two_processes_with_different_tmpdirs_never_lose_rows(tmp_path):
     first = _sweeper(tmp_path, path, 0, 8, "threads", 0.25, tmp_path / "tmp1")
     _wait_for(lambda: (tmp_path / "shared.csv.lock").exists() or first.poll() is not None, what="the first sweep")
     second = _sweeper(tmp_path, path, 8, 16, "threads", 0.25, tmp_path / "tmp2")
-    _, err2 = second.communicate(timeout=60)
-    _, err1 = first.communicate(timeout=60)
+    second.wait(timeout=60)
+    first.wait(timeout=60)
+    err1, err2 = _log(tmp_path / "tmp1"), _log(tmp_path / "tmp2")
     assert first.returncode == 0, err1
     assert second.returncode != 0 and "SweepError: another process is running the sweep" in err2
     assert str(tmp_path / "shared.csv.lock") in err2
@@ -371,3 +378,34 @@ def test_rows_and_sessions_of_another_writer_are_kept(tmp_path):
     prov = read_provenance(path)
     assert [s["status"] for s in prov["sessions"]] == ["complete", "complete"]
     assert prov["sessions"][1]["session_id"] == "elsewhere" and prov["n_rows"] == 7
+
+
+def test_sigkill_mid_sweep_leaves_no_workers_and_resumes(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    path = tmp_path / "killed.csv"
+    proc = _sweeper(tmp_path, path, 0, 8, "pool", 0.4, tmp_path / "tmp")  # the default pool of 2 spawned workers
+    _wait_for(lambda: path.exists() or proc.poll() is not None, what="a first saved row")
+    assert proc.poll() is None, _log(tmp_path / "tmp")
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    assert len(workers) >= 2
+    proc.kill()  # SIGKILL: no cleanup in the sweep's process
+    proc.wait(timeout=10)
+    t0 = time.monotonic()
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    for orphan in alive:  # do not leave them behind
+        orphan.kill()
+    assert not alive, f"orphaned workers of the killed sweep: {alive}"
+    orphan_seconds = time.monotonic() - t0
+    assert orphan_seconds < 3
+    session = read_provenance(path)["sessions"][-1]
+    assert session["status"] == "running" and session["pid"] == proc.pid  # what the killed sweep left
+    done = len(read_columns(path)["x"])
+    assert 1 <= done < 8
+    with cf.ThreadPoolExecutor(2) as ex:  # resume: the rest is run, the killed session marked interrupted
+        rep = run_sweep(grid({"a": 1}, {"x": list(range(8))}), path, runner=square, executor=ex, progress=False)
+    assert rep.skipped == done and rep.completed == 8 - done
+    cols = read_columns(path)
+    assert sorted(cols["x"]) == list(range(8)) and np.array_equal(cols["y"], cols["x"] ** 2)
+    prov = read_provenance(path)
+    assert [s["status"] for s in prov["sessions"]] == ["interrupted", "complete"] and prov["sweep_complete"]
+    assert f"process {proc.pid}" in prov["sessions"][0]["status_note"]
