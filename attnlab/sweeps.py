@@ -267,14 +267,19 @@ def run_simulation_spec(spec: Mapping) -> dict:
 # ----------------------------------------------------------------------------- executors
 
 def limit_threads(n: int = 1) -> None:
-    """Use ``n`` torch/BLAS threads in this process (worker initializer; also ``client.run(limit_threads)``)."""
+    """Use ``n`` torch/BLAS threads in this process (worker initializer; also ``client.run(limit_threads)``).
+
+    Sets the variables that torch, numba and BLAS read when they are imported
+    (``OMP_NUM_THREADS``, ...), and the thread counts of torch and numba if they
+    are imported already; it does not import them, so a worker whose runs never
+    need torch does not spend a second or two importing it.
+    """
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(n)
-    import numba
-    import torch
-
-    torch.set_num_threads(n)
-    numba.set_num_threads(n)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+    if "numba" in sys.modules:
+        sys.modules["numba"].set_num_threads(n)
 
 
 def _exit_when_orphaned(parent_pid: int, interval: float = 0.5) -> None:
