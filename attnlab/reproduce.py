@@ -570,9 +570,9 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
         trep = reports[0]
         result.update(theory_csv=trep.path, theory_total=trep.total, theory_skipped=trep.skipped,
                       theory_completed=trep.completed)
-        theory_cols = _select(read_columns(trep.path), {spec_key(s) for s in tspecs})
+        theory_cols = _select(read_columns(trep.path, key="run_id"), {spec_key(s) for s in tspecs})
     if plot:
-        runs = _select(read_columns(out / f"{stem}.csv"), {spec_key(s) for s in specs})
+        runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs})
         png = out / f"{stem}.png"
         fig.plot(runs, theory_cols, png)
         result["figure_path"] = str(png)
@@ -615,7 +615,7 @@ def load_results(name: str, *, table: str = "runs", results_dir=None) -> dict | 
         (a ``ValueError``) If the CSV is damaged (cut off, no header, a value
         that does not parse, not UTF-8); the message names the file and line.
     """
-    return read_columns(_cache_path(name, table, results_dir))
+    return read_columns(_cache_path(name, table, results_dir), key="run_id")
 
 
 def load_provenance(name: str, *, table: str = "runs", results_dir=None) -> dict | None:
@@ -626,7 +626,7 @@ def load_provenance(name: str, *, table: str = "runs", results_dir=None) -> dict
 def describe_results(name: str, *, results_dir=None) -> str:
     """One sentence for the book: what is cached for ``name`` and where it came from."""
     path = _cache_path(name, "runs", results_dir)
-    cols, prov = read_columns(path), read_provenance(path)
+    cols, prov = read_columns(path, key="run_id"), read_provenance(path)
     if cols is None:
         return f"No cached results for {name!r} ({path} is missing): run `attnlab reproduce {name}`."
     n = len(next(iter(cols.values()))) if cols else 0

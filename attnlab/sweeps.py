@@ -99,10 +99,10 @@ from filelock import Timeout as LockTimeout
 
 from .params import TEACHERS, ModelParams, check_choice, check_int, check_positive
 
-__all__ = ["Sweep", "SweepReport", "SweepError", "CorruptResultsError", "grid", "spec_key", "make_executor", "limit_threads",
-           "run_sweep", "run_sweeps", "read_rows", "read_columns", "write_csv_atomic", "write_json_atomic",
-           "provenance_path", "read_provenance", "code_provenance", "simulation_spec", "run_simulation_spec",
-           "SIMULATION_RESULT_COLUMNS"]
+__all__ = ["Sweep", "SweepReport", "SweepError", "CorruptResultsError", "grid", "spec_key", "make_executor",
+           "limit_threads", "run_sweep", "run_sweeps", "read_rows", "read_columns", "write_csv_atomic",
+           "write_json_atomic", "provenance_path", "read_provenance", "code_provenance", "simulation_spec",
+           "run_simulation_spec", "SIMULATION_RESULT_COLUMNS"]
 
 #: Columns of a simulation row after the spec's parameters (see :func:`run_simulation_spec`).
 SIMULATION_RESULT_COLUMNS = ("n", "m", "theta", "qnorm", "eps_t", "eps_g", "eps_g_sem", "eps_g_linear",
@@ -451,6 +451,9 @@ def _read_table(path: Path, key: str | None) -> _Table:
         if key is not None and key not in header:
             raise CorruptResultsError(path, reader.line_num, f"the header has no {key!r} column (the header line "
                                       f"is missing or damaged? it reads {','.join(header)[:80]!r})")
+        if any(_NUMBER.fullmatch(name) for name in header):
+            raise CorruptResultsError(path, reader.line_num, f"the header has numbers for column names (the header "
+                                      f"line is missing? it reads {','.join(header)[:80]!r})")
         if len(set(header)) != len(header) or "" in header:
             raise CorruptResultsError(path, reader.line_num, f"the header has empty or repeated column names: "
                                       f"{','.join(header)[:80]!r}")
@@ -487,16 +490,16 @@ def _read_results(path: Path, key: str | None = "run_id") -> tuple[list, list]:
     return t.header, [dict(zip(t.header, r)) for r in t.rows]
 
 
-def read_rows(path, *, key: str | None = "run_id") -> list[dict]:
+def read_rows(path, *, key: str | None = None) -> list[dict]:
     """Rows of a CSV as dicts of strings (``[]`` if the file does not exist), read strictly.
 
     Parameters
     ----------
     path : str or Path
         The CSV (e.g. a sweep's results).
-    key : str or None
-        A column the header must contain and no row may leave empty (default
-        ``"run_id"``, the key of a sweep's rows); ``None``: any CSV.
+    key : str, optional
+        A column the header must contain and no row may leave empty, e.g.
+        ``"run_id"`` for a sweep's results.
 
     Raises
     ------
@@ -518,15 +521,16 @@ def _column_array(values: list[str], kind: str) -> np.ndarray:
     return np.array([float(v) if v != "" else math.nan for v in values], dtype=float)
 
 
-def read_columns(path, *, key: str | None = "run_id") -> dict[str, np.ndarray] | None:
+def read_columns(path, *, key: str | None = None) -> dict[str, np.ndarray] | None:
     """A CSV as a dict of numpy column arrays (bool, int64, float64 or str), or ``None`` if missing.
 
     The file is read strictly, so that damage is reported rather than silently
     dropped or misread: it must be UTF-8 and end with a line break (attnlab
-    ends every row with one: a file that does not was cut off), its header
-    must name distinct columns including ``key``, every row must have exactly
-    as many fields as the header, and the values must parse: numbers in
-    numeric columns (an empty field is NaN), ``True``/``False`` in boolean
+    ends every row with one: a file that does not was cut off); its header
+    must name distinct columns, none of them a number (a header line that
+    reads like data was lost), including ``key`` if given; every row must have
+    exactly as many fields as the header, and the values must parse: numbers
+    in numeric columns (an empty field is NaN), ``True``/``False`` in boolean
     ones. A column's kind is known for the columns attnlab writes (``run_id``,
     ``init``, ``method``, ``kind``, ``branch``... are text, ``converged`` is
     boolean, the parameters and results of :func:`run_simulation_spec` are
@@ -539,9 +543,9 @@ def read_columns(path, *, key: str | None = "run_id") -> dict[str, np.ndarray] |
     ----------
     path : str or Path
         The CSV.
-    key : str or None
-        A column the header must contain, non-empty in every row (default
-        ``"run_id"``: a sweep's results); ``None`` for any CSV.
+    key : str, optional
+        A column the header must contain, non-empty in every row: ``"run_id"``
+        for a sweep's results (as :func:`attnlab.reproduce.load_results` reads them).
 
     Returns
     -------
@@ -551,10 +555,10 @@ def read_columns(path, *, key: str | None = "run_id") -> dict[str, np.ndarray] |
     Raises
     ------
     CorruptResultsError
-        (a ``ValueError``) If the file is not UTF-8, is empty or cut off, has no
-        ``key`` column (e.g. a deleted header line), a row with too few or too
-        many fields, or a value that does not parse; the message names the file
-        and the line.
+        (a ``ValueError``) If the file is not UTF-8, is empty or cut off, has
+        lost its header line (or has no ``key`` column), has a row with too few
+        or too many fields, or a value that does not parse; the message names
+        the file and the line.
     """
     path = Path(path)
     if not path.exists():

@@ -119,7 +119,7 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
         write_csv_atomic(path, [{"a": 1, "b": 2.5}] * 1000 + [{"a": Explodes(), "b": 0}])
     assert path.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
-    cols = read_columns(path, key=None)  # not a sweep's file: no run_id column
+    cols = read_columns(path)
     assert cols["a"].dtype == np.int64 and cols["b"][0] == 2.5
 
 
@@ -254,9 +254,11 @@ def test_damaged_csv_is_an_error_naming_file_and_line(tmp_path, capsys, how):
     path.write_bytes(data)
     for read in (read_columns, read_rows):
         with pytest.raises(CorruptResultsError, match=phrase) as info:
-            read(path)
+            read(path, key="run_id")  # as a sweep's results are read
         assert isinstance(info.value, ValueError) and info.value.line == line
         assert str(info.value).startswith(f"{path}, line {line}: ")
+        with pytest.raises(CorruptResultsError, match=f"line {line}: "):
+            read(path)  # any CSV: a header of numbers is a lost header
     CALLS.clear()  # resuming from the damaged file: an error, nothing run, the file left as it is
     with cf.ThreadPoolExecutor(1) as ex, pytest.raises(CorruptResultsError, match=f"line {line}: "):
         run_sweep(SPECS, path, runner=square, executor=ex, progress=False)
@@ -280,6 +282,9 @@ def test_strict_reading_keeps_valid_files(tmp_path):
     cols = read_columns(path)  # byte-order mark; all-digit run_id stays text; empty number is NaN
     assert cols["run_id"].tolist() == ["0123456789012345", "1e34567890abcdef"]
     assert cols["flag"].dtype == bool and np.isnan(cols["x"][1]) and cols["note"].tolist() == ["", "x 1"]
+    (tmp_path / "flag.csv").write_text("run_id,converged,eps_g\nab,True,0.1\ncd,yes,0.2\n")
+    with pytest.raises(CorruptResultsError, match=r"flag\.csv, line 3: column 'converged' holds True/False"):
+        read_columns(tmp_path / "flag.csv")
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(CorruptResultsError, match="empty"):
         read_columns(tmp_path / "empty.csv")
