@@ -417,7 +417,7 @@ def _gap_panel(ax, runs, theory, omega):
         ax.legend(fontsize=7.5)
 
 
-def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
+def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0, ncols=3):
     """The state evolution against gradient descent extrapolated to ``d -> infinity``.
 
     First four panels, at ``omega``: ``theta``, ``|m|``, the training-loss gap
@@ -441,6 +441,9 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
         Save the figure there.
     omega, omega_low : float
         The ``omega`` of the first four panels and of the fifth.
+    ncols : {3, 2}
+        Panels per row: 3 (2 rows, for a wide page or file) or 2 (3 rows, for
+        narrow screens).
 
     Returns
     -------
@@ -448,13 +451,16 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
     """
     from .extrapolation import crossing, extrapolate_runs
 
-    fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.6), constrained_layout=True)
+    if ncols not in (2, 3):
+        raise ValueError(f"ncols must be 2 or 3, got {ncols!r}")
+    fig, grid = plt.subplots(6 // ncols, ncols, figsize=(4.5 * ncols, 3.8 * 6 // ncols), constrained_layout=True)
+    axes = grid.ravel()
     labels = dict(theta=r"semantic overlap $\theta = Q^*\!\cdot Q/d$", m=r"positional overlap $|m|$",
                   eps_t=r"training loss $\varepsilon_t = R/d$", eps_g=r"test error $\varepsilon_g$",
                   lead=r"$\theta$ (informed init), $|m|$ (positional init)",
                   gap=r"$\varepsilon_t$(semantic) $-$ $\varepsilon_t$(positional)")
     panels = [(omega, "theta"), (omega, "m"), (omega, "gap"), (omega, "eps_g"), (omega_low, "lead")]
-    for ax, (w, y) in zip(axes.ravel(), panels):
+    for ax, (w, y) in zip(axes, panels):
         if y == "gap":
             _gap_panel(ax, runs, theory, w)
             ax.set_ylabel(labels[y])
@@ -474,10 +480,10 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0):
         ax.set_xlabel(r"sample complexity $\alpha = n/d$")
         ax.set_ylabel(labels[y])
         ax.set_title(rf"$\omega = {w:g}$", fontsize=10)
-    for ax, size in ((axes[0, 0], 7.5), (axes[1, 1], 7)):
+    for ax, size in ((axes[0], 7.5), (axes[4], 7)):
         if ax.get_legend_handles_labels()[0]:  # (a panel without data has nothing to list)
             ax.legend(fontsize=size, loc="upper left")
-    ax = axes[1, 2]
+    ax = axes[5]
     omegas = sorted(set(runs["omega"].tolist()))
     cross = [crossing(runs, w) for w in omegas]
     ok = [c for c in cross if np.isfinite(c["alpha_c"])]

@@ -108,7 +108,7 @@ def run_theory_spec(spec: dict) -> list[dict]:
                          residual=r.residual, iterations=r.iterations, task_seconds=secs) for r in curve]
         if spec["kind"] == "transition":
             tr = find_transition(params, alpha_max=spec["alpha_max"], xtol=spec["xtol"], minimizer=minimizer)
-            return [dict(base, minimizer=minimizer or DEFAULT_MINIMIZER["semantic"], alpha_c=tr.alpha_c,
+            return [dict(base, minimizer=minimizer or DEFAULT_MINIMIZER, alpha_c=tr.alpha_c,
                          alpha_l=tr.alpha_l, eps_g_linear=tr.eps_g_linear, xtol=tr.xtol, alpha_max=spec["alpha_max"], task_seconds=time.perf_counter() - t0)]
     raise ValueError(f"theory spec kind must be 'se-curve' or 'transition', got {spec['kind']!r}")
 

@@ -116,7 +116,7 @@ def fixed_points():
 def test_branches_are_pinned_and_converged(fixed_points):
     for (alpha, branch), res in fixed_points.items():
         assert res.converged and res.residual <= (1e-7 if res.minimizer == "global" else FOLLOWED_TOL)
-        assert res.minimizer == DEFAULT_MINIMIZER[branch]
+        assert res.minimizer == DEFAULT_MINIMIZER == "followed"
         if branch == "positional":
             assert res.theta == 0.0 and res.m > 0.2
         else:

@@ -71,9 +71,9 @@ __all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "FOLLOWED_TOL", "follo
 #: ``Q0 = 0.5 * 1_d`` on the positional one; see :mod:`attnlab.theory.followed_rule`).
 MINIMIZERS = ("global", "followed")
 
-#: The minimiser each branch uses by default: the one that describes the minimum
-#: gradient descent reaches from that branch's init (book Chapter 5).
-DEFAULT_MINIMIZER = {"semantic": "followed", "positional": "followed"}
+#: The default minimiser (both branches): it describes the minimum gradient descent
+#: reaches from the branch's init (book Chapter 5).
+DEFAULT_MINIMIZER = "followed"
 
 #: Smallest residual tolerance used with the followed minimiser and the default
 #: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
@@ -277,7 +277,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     quad : Quadrature, optional
         Expectation rule (default ``Quadrature()``: split rule).
     tol : float
-        Tolerance on the max-norm of the undamped residual (with the informed
+        Tolerance on the max-norm of the undamped residual (with the followed
         minimiser at least :func:`~attnlab.theory.solver.followed_tolerance`, 3e-4 with the default points).
     max_iter : int
         Budget of coarse fixed-point-map evaluations (the fine stage takes at most 12).
@@ -326,7 +326,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         raise TypeError(f"params must be an attnlab.ModelParams, got {type(params).__name__}")
     alpha = check_positive("alpha", alpha)
     branch = check_choice("branch", branch, BRANCHES)
-    minimizer = check_choice("minimizer", DEFAULT_MINIMIZER[branch] if minimizer is None else minimizer, MINIMIZERS)
+    minimizer = check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS)
     tol = check_positive("tol", tol)
     quad = quad or Quadrature()
     if minimizer == "followed":
@@ -413,7 +413,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
         if minimizer == "global" and quad.split != SplitRule.fast():
             # first the cheap split rule: the final one then needs few steps
             stages.insert(0, _Residual(fixed_point_map(replace(quad, split=SplitRule.fast()), True), free, start))
-        cheap_qmc = QMCRule(log2_points=14, scrambles=2)
+        cheap_qmc = Quadrature.fast().qmc
         if minimizer == "followed" and warm and quad.qmc.points > cheap_qmc.points:
             # a warm start skips the coarse stage: a cheap point set first, then few final steps
             stages.insert(0, _Residual(fixed_point_map(replace(quad, qmc=cheap_qmc), True), free, start))

@@ -18,7 +18,7 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from ..params import ModelParams, check_choice, check_int, check_positive
 from .channel import teacher_diagonal
-from .solver import MINIMIZERS, ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
+from .solver import DEFAULT_MINIMIZER, MINIMIZERS, ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
 from .split_rule import SplitRule
 from .state_evolution import Quadrature
 
@@ -278,7 +278,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     """
     alpha_max = check_positive("alpha_max", alpha_max)
     xtol = check_positive("xtol", xtol)
-    minimizer = check_choice("minimizer", "followed" if minimizer is None else minimizer, MINIMIZERS)
+    minimizer = check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS)
     grid_points = check_int("grid_points", grid_points, 3)
     quad = quad or Quadrature()
     eps_lin = linear_baseline_error(params)
