@@ -42,6 +42,7 @@ from typing import Callable
 
 import numpy as np
 
+from .explorer_grid import ALPHAS, LAMS, OMEGAS, SIGMAS, explorer_tasks
 from .params import BRANCHES, DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int
 from .sweeps import (Sweep, grid, read_columns, read_provenance, run_sweeps, simulation_spec, spec_key)
 
@@ -79,7 +80,8 @@ def run_theory_spec(spec: dict) -> list[dict]:
     * ``"se-curve"``: fixed points on ``spec["branch"]`` at ``spec["alphas"]``
       (:func:`attnlab.theory.se_curve`, warm-started along the curve); one row
       per ``alpha`` with ``m, theta, qnorm, eps_t, eps_g, eps_g_linear,
-      converged, residual, iterations``;
+      converged, residual, iterations`` (a point where the solver fails is a
+      row with ``converged = False`` and NaN values, not a lost curve);
     * ``"transition"``: :func:`attnlab.theory.find_transition` at
       ``spec["omega"]``; one row with ``alpha_c, alpha_l, eps_g_linear, xtol``.
 
@@ -100,7 +102,7 @@ def run_theory_spec(spec: dict) -> list[dict]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # recorded per row in `converged`
         if spec["kind"] == "se-curve":
-            curve = se_curve(params, spec["alphas"], spec["branch"], minimizer=minimizer)
+            curve = se_curve(params, spec["alphas"], spec["branch"], minimizer=minimizer, quiet=True)
             lin = linear_baseline_error(params)
             secs = time.perf_counter() - t0
             return [dict(base, minimizer=r.minimizer, branch=spec["branch"], alpha=r.alpha, m=r.m, theta=r.theta,
@@ -347,9 +349,13 @@ class Figure:
     theory : callable
         ``theory(fixed, axes) -> list of theory specs`` for :func:`run_theory_spec`.
     plot : callable
-        ``plot(runs, theory, path)`` with column dicts (``theory`` may be ``None``).
+        ``plot(runs, theory, path)`` with column dicts (``theory`` may be ``None``,
+        ``runs`` is ``None`` for a theory-only figure).
     notes : str
         Scale and method, saved in the provenance.
+    simulations : bool
+        ``False``: a theory-only figure (``fixed`` and ``axes`` then describe the
+        state-evolution grid, and there is no ``NAME.csv`` of runs).
     """
 
     name: str
@@ -360,6 +366,27 @@ class Figure:
     theory: Callable
     plot: Callable
     notes: str = ""
+    simulations: bool = True
+
+
+def _plot_explorer_grid(runs, theory, path):
+    """Overview of the explorers' grid: alpha_c(omega) per sigma (panels) and lambda (lines)."""
+    import matplotlib.pyplot as plt
+
+    tr = theory["kind"] == "transition"
+    sigmas = np.unique(theory["sigma"][tr])
+    fig, axes = plt.subplots(1, len(sigmas), figsize=(3.4 * len(sigmas), 3.2), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    for ax, s in zip(axes[0], sigmas):
+        for lam in np.unique(theory["lambda"][tr]):
+            sel = tr & (theory["sigma"] == s) & (theory["lambda"] == lam)
+            order = np.argsort(theory["omega"][sel])
+            ax.plot(theory["alpha_c"][sel][order], theory["omega"][sel][order], "-o", ms=3, label=rf"$\lambda$ = {lam:g}")
+        ax.set(title=rf"$\sigma$ = {s:g}", xlabel=r"$\alpha_c$")
+    axes[0][0].set_ylabel(r"$\omega$")
+    axes[0][-1].legend(fontsize=8)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 #: alpha grid of the arbiter (``se-vs-gd``): the semantic branch's disputed range and beyond.
@@ -440,6 +467,16 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         notes="Teacher rescaled to |Q*|^2 = d (rho = sigma^2 exactly); GD warm-up (lr 0.15) then L-BFGS to "
               "gradient rms 1e-9 (method 'lbfgs'); eps_g on 10,000 fresh samples; extrapolation "
               "y(d) = y_inf + b/d by weighted least squares over the seed means at each d."),
+    Figure(
+        "explorer-grid",
+        "the kernel-free explorers' grid: both SE branches along alpha at every (omega, sigma, lambda), and "
+        "alpha_c, alpha_l on a denser omega grid",
+        fixed=dict(), axes=dict(omega=list(OMEGAS), sigma=list(SIGMAS), lam=list(LAMS), alpha=list(ALPHAS)),
+        quick=dict(omega=[0.2, 0.3], sigma=[0.5], lam=[0.01], alpha=[0.6, 1.2, 1.8]),
+        theory=explorer_tasks, plot=_plot_explorer_grid, simulations=False,
+        notes="State evolution only (default followed minimiser, default quadrature): se_curve with warm starts "
+              "along alpha = 0.1..3 (step 0.1) per branch; find_transition (alpha in (0, 3], xtol 1e-3) at the "
+              "omegas and their midpoints. Read by attnlab.explorer_grid.load_explorer_grid."),
 ]}
 
 
@@ -488,6 +525,8 @@ def figure_specs(name: str, *, quick: bool = False, overrides: dict | None = Non
     """
     fig = get_figure(name)
     fixed, axes = _grid_for(fig, quick, overrides)
+    if not fig.simulations:
+        return []
     return [simulation_spec(**g) for g in grid(fixed, axes)]
 
 
@@ -558,13 +597,17 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
     if tspecs:  # few long tasks: submit first
         sweeps.append(Sweep(tspecs, out / f"{stem}-theory.csv", run_theory_spec,
                             description=f"State evolution for: {fig.description}", notes=scale))
-    sweeps.append(Sweep(specs, out / f"{stem}.csv", description=fig.description, notes=scale))
+    if specs:
+        sweeps.append(Sweep(specs, out / f"{stem}.csv", description=fig.description, notes=scale))
+    if not sweeps:
+        raise ValueError(f"figure {fig.name!r} is theory-only: leave out --no-theory")
     t0 = time.perf_counter()
     reports = run_sweeps(sweeps, executor=executor, workers=workers, progress=progress, command=command)
     result = dict(figure=fig.name, quick=quick, out=str(out))
-    rep = reports[-1]
-    result.update(csv=rep.path, provenance=rep.provenance, runs_total=rep.total, runs_skipped=rep.skipped,
-                  runs_completed=rep.completed)
+    if specs:
+        rep = reports[-1]
+        result.update(csv=rep.path, provenance=rep.provenance, runs_total=rep.total, runs_skipped=rep.skipped,
+                      runs_completed=rep.completed)
     theory_cols = None
     if tspecs:
         trep = reports[0]
@@ -572,7 +615,7 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
                       theory_completed=trep.completed)
         theory_cols = _select(read_columns(trep.path, key="run_id"), {spec_key(s) for s in tspecs})
     if plot:
-        runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs})
+        runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs}) if specs else None
         png = out / f"{stem}.png"
         fig.plot(runs, theory_cols, png)
         result["figure_path"] = str(png)

@@ -89,15 +89,20 @@ class _BranchCache:
             try:
                 return solve()
             except StateEvolutionError:
-                return _FAILED
+                return _failed(alpha, self.branch, self.minimizer)
 
 
-# where the solver failed: no fixed point, nothing to warm-start from
-_FAILED = types.SimpleNamespace(converged=False, collapsed=False, m=0.0, theta=0.0, eps_t=np.nan, eps_g=np.nan)
+def _failed(alpha, branch, minimizer):
+    """Stand-in where the solver failed: no fixed point (NaN observables), nothing to warm-start from."""
+    nan = float("nan")
+    return types.SimpleNamespace(alpha=alpha, branch=branch, converged=False, collapsed=False, m=nan, theta=nan,
+                                 qnorm=nan, eps_t=nan, eps_g=nan, residual=nan, iterations=0,
+                                 minimizer=minimizer or DEFAULT_MINIMIZER)
 
 
 def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
-             tol: float = 1e-7, progress: bool = False, minimizer: str | None = None) -> list[SEResult]:
+             tol: float = 1e-7, progress: bool = False, minimizer: str | None = None,
+             quiet: bool = False) -> list[SEResult]:
     """Fixed points along ``alphas`` on one branch, by continuation.
 
     Each point is warm-started from the nearest ``alpha`` already solved whose
@@ -115,17 +120,27 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     minimizer : {"followed", "global"}, optional
         Per-sample proximal minimiser (default: the branch's, see
         :func:`~attnlab.theory.solver.solve_state_evolution`).
+    quiet : bool
+        No :class:`~attnlab.theory.solver.ConvergenceWarning`, and where the
+        solver raises :class:`~attnlab.theory.solver.StateEvolutionError` (e.g.
+        where the branch ends) that point is returned with ``converged=False``
+        and NaN observables instead of the error ending the whole curve.
 
     Returns
     -------
     list of SEResult, length k, in the order of ``alphas``.
+
+    Raises
+    ------
+    StateEvolutionError
+        Where the solver fails at a point (unless ``quiet``).
     """
     from tqdm.auto import tqdm
 
     alphas = [check_positive("alpha", a) for a in np.atleast_1d(alphas)]
     if not alphas:
         raise ValueError("alphas must contain at least one value")
-    cache = _BranchCache(params, branch, quad, tol, minimizer=minimizer)
+    cache = _BranchCache(params, branch, quad, tol, minimizer=minimizer, quiet=quiet)
     order = sorted(set(alphas), reverse=(branch == "semantic"))
     for a in tqdm(order, desc=f"SE {branch}", disable=not progress, leave=False):
         cache(a)

@@ -1,0 +1,210 @@
+"""The explorers' grid: the state evolution solved ahead of time, for explorers without a kernel.
+
+The book's explorers move sliders over ``omega``, ``sigma``, ``lambda`` and ``alpha``
+in the static HTML page, where no Python runs. ``attnlab reproduce explorer-grid``
+solves the state evolution (Cui et al. 2024, Result 4.2; the default *followed*
+minimiser) on a grid once, resumably and in parallel like every other figure:
+
+* both branches along :data:`ALPHAS` (continuation with warm starts,
+  :func:`attnlab.theory.se_curve`) at every ``(omega, sigma, lambda)`` of
+  :data:`OMEGAS` x :data:`SIGMAS` x :data:`LAMS`;
+* ``alpha_c`` and ``alpha_l`` (:func:`attnlab.theory.find_transition`, ``alpha`` in
+  ``(0, 3]``, ``xtol = 1e-3``) on the denser ``omega`` grid :data:`OMEGAS_DENSE`.
+
+The rows go to ``results/explorer-grid-theory.csv`` (one row per fixed point or
+threshold, with its ``converged`` flag); :func:`load_explorer_grid` reads them
+back as arrays, and :mod:`attnlab.explorers` draws the figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .params import BRANCHES, DEFAULT_A, ModelParams
+from .sweeps import read_columns
+
+__all__ = ["OMEGAS", "OMEGAS_DENSE", "SIGMAS", "LAMS", "ALPHAS", "explorer_tasks", "ExplorerGrid",
+           "IncompleteGridError", "load_explorer_grid"]
+
+#: ``omega`` of the curves (the transition explorer's slider).
+OMEGAS = tuple(round(0.1 * i, 2) for i in range(7))
+#: ``omega`` of the thresholds (the phase diagram): the curves' grid and its midpoints.
+OMEGAS_DENSE = tuple(round(0.05 * i, 2) for i in range(13))
+#: Token standard deviations ``sigma``.
+SIGMAS = (0.4, 0.5, 0.6)
+#: Ridge strengths ``lambda`` (a factor 2 apart).
+LAMS = (0.005, 0.01, 0.02, 0.04)
+#: Sample complexities ``alpha = n/d`` of the curves.
+ALPHAS = tuple(round(0.1 * i, 2) for i in range(1, 31))
+#: Search interval ``(0, ALPHA_MAX]`` and tolerance of the thresholds.
+ALPHA_MAX, XTOL = 3.0, 1e-3
+
+
+def _dense(omegas) -> list:
+    """The omegas and the midpoints between neighbours."""
+    w = sorted(set(float(x) for x in omegas))
+    return sorted(set(w) | {round((a + b) / 2, 4) for a, b in zip(w, w[1:])})
+
+
+def explorer_tasks(fixed: dict, axes: dict) -> list[dict]:
+    """State-evolution tasks of the grid (for :func:`attnlab.reproduce.run_theory_spec`).
+
+    Parameters
+    ----------
+    fixed, axes : dict
+        Grid of :data:`attnlab.reproduce.FIGURES` ``["explorer-grid"]``: ``omega``,
+        ``sigma``, ``lam`` and ``alpha`` given as axes (lists) or fixed values.
+
+    Returns
+    -------
+    list of dict
+        One ``se-curve`` task per ``(omega, sigma, lambda, branch)``, then one
+        ``transition`` task per ``(omega, sigma, lambda)`` on the denser omega grid.
+    """
+    get = lambda k: list(axes[k]) if k in axes else [fixed[k]]
+    alphas = sorted(set(float(a) for a in get("alpha")))
+    A = ModelParams(A=fixed.get("A", DEFAULT_A)).A
+    cols = lambda w, s, l: dict(omega=float(w), sigma=float(s), **{"lambda": float(l)}, A11=A[0][0], A12=A[0][1],
+                                A21=A[1][0], A22=A[1][1])
+    curves = [dict(kind="se-curve", branch=b, alphas=alphas, **cols(w, s, l))
+              for w in get("omega") for s in get("sigma") for l in get("lam") for b in BRANCHES]
+    thresholds = [dict(kind="transition", alpha_max=ALPHA_MAX, xtol=XTOL, **cols(w, s, l))
+                  for w in _dense(get("omega")) for s in get("sigma") for l in get("lam")]
+    return curves + thresholds
+
+
+class IncompleteGridError(ValueError):
+    """The cached grid lacks points of the requested axes (run ``attnlab reproduce explorer-grid``)."""
+
+
+@dataclass(frozen=True)
+class ExplorerGrid:
+    """State-evolution values on the explorers' grid, as arrays.
+
+    Attributes
+    ----------
+    omegas, sigmas, lams, alphas : ndarray
+        Axes of the curves (sorted).
+    omegas_dense : ndarray
+        ``omega`` axis of the thresholds.
+    curves : dict of str to ndarray, shape (n_omega, n_sigma, n_lam, 2, n_alpha)
+        ``m, theta, qnorm, eps_t, eps_g`` (NaN where the solver failed) and the
+        booleans ``converged`` and ``on_branch`` (converged with lead overlap
+        ``m`` resp. ``theta`` above ``1e-6``: the branch exists there). Branch
+        axis in the order of :data:`attnlab.params.BRANCHES`.
+    eps_g_linear : ndarray, shape (n_omega, n_sigma, n_lam)
+        Test error of the linear positional baseline.
+    alpha_c, alpha_l : ndarray, shape (n_omega_dense, n_sigma, n_lam)
+        Thresholds (NaN: not in ``(0, 3]``).
+    source : str
+        The CSV read.
+    """
+
+    omegas: np.ndarray
+    sigmas: np.ndarray
+    lams: np.ndarray
+    alphas: np.ndarray
+    omegas_dense: np.ndarray
+    curves: dict
+    eps_g_linear: np.ndarray
+    alpha_c: np.ndarray
+    alpha_l: np.ndarray
+    source: str = ""
+
+    def index(self, omega: float, sigma: float, lam: float) -> tuple[int, int, int]:
+        """Indices of the grid point ``(omega, sigma, lam)`` of the curves.
+
+        Raises
+        ------
+        ValueError
+            A value not on the grid (the message names it and lists the grid).
+        """
+        return tuple(_at(name, axis, v) for name, axis, v in
+                     (("omega", self.omegas, omega), ("sigma", self.sigmas, sigma), ("lam", self.lams, lam)))
+
+    def value(self, name: str, omega: float, sigma: float, lam: float, branch: str, alpha: float) -> float:
+        """One cached value, e.g. ``value("eps_t", 0.3, 0.5, 0.01, "semantic", 1.2)``."""
+        i, j, k = self.index(omega, sigma, lam)
+        b = BRANCHES.index(branch)
+        return float(self.curves[name][i, j, k, b, _at("alpha", self.alphas, alpha)])
+
+
+def _at(name, axis, value) -> int:
+    hits = np.flatnonzero(np.isclose(axis, value, rtol=0, atol=1e-9))
+    if hits.size == 0:
+        raise ValueError(f"{name} = {value!r} is not on the explorer grid {[float(a) for a in axis]}")
+    return int(hits[0])
+
+
+CURVE_FIELDS = ("m", "theta", "qnorm", "eps_t", "eps_g")
+
+
+def load_explorer_grid(path=None) -> ExplorerGrid:
+    """Read the explorers' grid from ``results/explorer-grid-theory.csv``.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The CSV (default: :data:`attnlab.reproduce.RESULTS_DIR` ``/ explorer-grid-theory.csv``).
+
+    Returns
+    -------
+    ExplorerGrid
+        Axes are the values found in the file.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file (``attnlab reproduce explorer-grid`` writes it).
+    IncompleteGridError
+        A curve point or a threshold of the product grid is missing.
+    attnlab.sweeps.CorruptResultsError
+        The CSV is damaged.
+    """
+    if path is None:
+        from .reproduce import RESULTS_DIR
+
+        path = Path(RESULTS_DIR) / "explorer-grid-theory.csv"
+    cols = read_columns(path, key="run_id")
+    if cols is None:
+        raise FileNotFoundError(f"{path} does not exist: run `attnlab reproduce explorer-grid` to compute it")
+    curve = cols["kind"] == "se-curve"
+    axes = [np.unique(cols[k][curve]) for k in ("omega", "sigma", "lambda", "alpha")]
+    omegas, sigmas, lams, alphas = axes
+    shape = tuple(len(a) for a in axes[:3]) + (len(BRANCHES), len(alphas))
+    filled = np.zeros(shape, bool)
+    curves = {k: np.full(shape, np.nan) for k in CURVE_FIELDS}
+    curves["converged"] = np.zeros(shape, bool)
+    eps_lin = np.full(shape[:3], np.nan)
+    for r in np.flatnonzero(curve):
+        i, j, k = (_at(n, a, cols[c][r]) for n, a, c in (("omega", omegas, "omega"), ("sigma", sigmas, "sigma"),
+                                                        ("lam", lams, "lambda")))
+        at = (i, j, k, BRANCHES.index(cols["branch"][r]), _at("alpha", alphas, cols["alpha"][r]))
+        filled[at] = True
+        for f in CURVE_FIELDS:
+            curves[f][at] = cols[f][r]
+        curves["converged"][at] = str(cols["converged"][r]) == "True"  # a text column where thresholds leave it empty
+        eps_lin[i, j, k] = cols["eps_g_linear"][r]
+    if not filled.all():
+        raise IncompleteGridError(f"{path}: {int((~filled).sum())} of {filled.size} curve points of the grid are "
+                                  "missing; run `attnlab reproduce explorer-grid` to finish it")
+    lead = np.stack([curves["theta" if b == "semantic" else "m"][..., i, :] for i, b in enumerate(BRANCHES)], axis=-2)
+    curves["on_branch"] = curves["converged"] & (np.nan_to_num(lead) > 1e-6)
+    tr = cols["kind"] == "transition"
+    dense = np.unique(cols["omega"][tr])
+    alpha_c = np.full((len(dense), len(sigmas), len(lams)), np.nan)
+    alpha_l = alpha_c.copy()
+    seen = np.zeros(alpha_c.shape, bool)
+    for r in np.flatnonzero(tr):
+        try:
+            at = (_at("omega", dense, cols["omega"][r]), _at("sigma", sigmas, cols["sigma"][r]),
+                  _at("lam", lams, cols["lambda"][r]))
+        except ValueError:
+            continue  # a threshold at a sigma or lambda without curves: not part of this grid
+        alpha_c[at], alpha_l[at], seen[at] = cols["alpha_c"][r], cols["alpha_l"][r], True
+    if not seen.all() or not np.isin(omegas, dense).all():
+        raise IncompleteGridError(f"{path}: {int((~seen).sum())} of {seen.size} thresholds of the grid are missing; "
+                                  "run `attnlab reproduce explorer-grid` to finish it")
+    return ExplorerGrid(omegas, sigmas, lams, alphas, dense, curves, eps_lin, alpha_c, alpha_l, str(path))

@@ -1,0 +1,584 @@
+"""Explorers that work in a static HTML page: Bokeh figures whose sliders run in the browser.
+
+Nothing is computed when a slider moves: the figures carry the state evolution
+solved ahead of time on a grid (:mod:`attnlab.explorer_grid`) and a few lines of
+JavaScript pick the slice of the chosen ``(omega, sigma, lambda)``. The
+teacher explorer is pure arithmetic, ``T(h*) = (1 - omega) softmax(h* h*^T) +
+omega A``, done in the page.
+
+Each function returns a Bokeh layout. In a notebook, ``bokeh.io.output_notebook()``
+then ``bokeh.io.show(layout)`` draws it; :func:`embed` turns it into the HTML of
+the book's pages, which load BokehJS from the book's own static files
+(``book/_ext/bokeh_static.py`` copies the files that the installed Bokeh ships,
+:func:`bokehjs_files`), so the pages work offline.
+
+Models a test or a script can look up by name (``doc.get_model_by_name``): the
+root layouts ``transition-explorer``, ``overlaps-explorer``, ``phase-explorer`` and
+``teacher-explorer``, sliders ``omega``, ``sigma``, ``lam``, ``alpha`` (``h1``, ``h2`` in the teacher
+explorer), data sources ``semantic`` and ``positional`` (columns ``alpha`` and the
+plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
+``cursor``, and the text ``readout``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .explorer_grid import ExplorerGrid
+from .params import BRANCHES, ModelParams
+from .plots import COLORS
+
+__all__ = ["transition_explorer", "overlaps_explorer", "phase_explorer", "teacher_explorer", "gd_gap_map",
+           "embed", "book_explorer", "bokehjs_files", "bokehjs_names"]
+
+_LABELS = {"eps_t": "training loss ε_t", "eps_g": "test error ε_g", "m": "m = 1·Q/d",
+           "theta": "θ = Q*·Q/d", "qnorm": "|Q|²/d"}
+
+# Offset of the curve of grid point (i, j, k) and branch b in the flat arrays, and the
+# slice-and-redraw step shared by the curve explorers.
+_SELECT_JS = """
+const i = Math.round(omega.value), j = Math.round(sigma.value), k = Math.round(lam.value);
+const ia = Math.round(alpha.value);
+const na = alphas.length, nb = branches.length;
+const at = (b) => (((i * shape[1] + j) * shape[2] + k) * nb + b) * na;
+for (const [b, name] of branches.entries()) {
+  const src = sources[name], data = {alpha: alphas};
+  for (const f of fields) {
+    const flat = grid.data[f], out = new Array(na);
+    for (let a = 0; a < na; a++) out[a] = flat[at(b) + a];
+    data[f] = out;
+  }
+  src.data = data;
+}
+const t = (i_dense[i] * shape[1] + j) * shape[2] + k;
+"""
+
+
+def _slider(name, title, values, value, fmt="0[.]00"):
+    """A slider over the grid values: its value is the index, its label the grid value."""
+    from bokeh.models import CustomJSTickFormatter, Slider
+
+    values = [float(v) for v in values]
+    idx = int(np.argmin(np.abs(np.asarray(values) - value)))
+    formatter = CustomJSTickFormatter(args=dict(v=values), code="return String(v[Math.round(tick)]);")
+    # one grid value: a fixed slider (Bokeh needs start < end)
+    s = Slider(start=0, end=max(len(values) - 1, 1), step=1, value=idx, title=title, name=name, format=formatter,
+               sizing_mode="stretch_width", show_value=True, disabled=len(values) == 1)
+    s.tags = [values]
+    return s
+
+
+def _check(name, value, lo, hi):
+    """A finite float in ``[lo, hi]``, or ``ValueError`` naming ``name``."""
+    v = float(value)
+    if not (np.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
+    return v
+
+
+def _figure(ylabel, x_range=None, height=230, title=None):
+    from bokeh.plotting import figure
+
+    kw = dict(x_range=x_range) if x_range is not None else {}
+    fig = figure(height=height, sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
+                 toolbar_location="right", title=title, **kw)
+    fig.xaxis.axis_label = "α = n/d"
+    fig.yaxis.axis_label = ylabel
+    fig.toolbar.logo = None
+    return fig
+
+
+def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_js="", extra_args=None,
+                    decorate=None, title="", name="explorer", key=""):
+    """Sliders over the grid and one figure per field with both branches' curves."""
+    from bokeh.layouts import column, row
+    from bokeh.models import ColumnDataSource, CustomJS, Div, HoverTool, Legend, Span
+
+    sliders = dict(omega=_slider("omega", "ω (positional weight)", grid.omegas, _check("omega", omega, 0, 1)),
+                   sigma=_slider("sigma", "σ (token std)", grid.sigmas, _check("sigma", sigma, 0, 10)),
+                   lam=_slider("lam", "λ (ridge)", grid.lams, _check("lam", lam, 0, 10)),
+                   alpha=_slider("alpha", "α = n/d (cursor)", grid.alphas, _check("alpha", alpha, 0, 1e3)))
+    flat = {f: np.where(grid.curves["on_branch"], grid.curves[f], np.nan).ravel() for f in fields}
+    store = ColumnDataSource({f: v for f, v in flat.items()}, name="grid")
+    sources = {b: ColumnDataSource({"alpha": grid.alphas, **{f: np.zeros(len(grid.alphas)) for f in fields}}, name=b)
+               for b in BRANCHES}
+    spans = dict(alpha_c=Span(location=0, dimension="height", line_color=COLORS["alpha_c"], line_dash="dashed",
+                              line_width=1.5, name="alpha_c"),
+                 cursor=Span(location=0, dimension="height", line_color="#999999", line_width=1, name="cursor"))
+    x_range = None
+    figs = []
+    for f in fields:
+        fig = _figure(_LABELS[f], x_range=x_range)
+        x_range = fig.x_range
+        items = []
+        for b in BRANCHES:
+            r = fig.line("alpha", f, source=sources[b], color=COLORS[b], line_width=2.5)
+            items.append((f"{b} branch", [r]))
+            fig.add_tools(HoverTool(renderers=[r], mode="vline",
+                                    tooltips=[("branch", b), ("α", "@alpha{0.00}"), (_LABELS[f], f"@{f}{{0.00000}}")]))
+        fig.add_layout(spans["alpha_c"])
+        fig.add_layout(spans["cursor"])
+        if decorate is not None:
+            decorate(fig, f, items)
+        fig.add_layout(Legend(items=items, location="center", orientation="horizontal", click_policy="hide"), "below")
+        figs.append(fig)
+    readout = Div(text="", name="readout", sizing_mode="stretch_width")
+    dense_index = [int(np.flatnonzero(np.isclose(grid.omegas_dense, w))[0]) for w in grid.omegas]
+    args = dict(grid=store, sources=sources, alphas=[float(a) for a in grid.alphas], fields=list(fields),
+                branches=list(BRANCHES), shape=list(grid.eps_g_linear.shape), i_dense=dense_index,
+                ac_table=[float(x) for x in grid.alpha_c.ravel()], al_table=[float(x) for x in grid.alpha_l.ravel()],
+                eps_lin=[float(x) for x in grid.eps_g_linear.ravel()], readout=readout, **spans,
+                **sliders, **(extra_args or {}))
+    # the sliders' values are grid indices
+    code = (_SELECT_JS + "const ac = ac_table[t], al = al_table[t], x = alphas[ia];\n"
+            + "alpha_c.location = Number.isFinite(ac) ? ac : null; alpha_c.visible = Number.isFinite(ac);\n"
+            + "cursor.location = x;\n" + extra_js)
+    callback = CustomJS(args=args, code=code)
+    for s in sliders.values():
+        s.js_on_change("value", callback)
+    controls = column(row(sliders["omega"], sliders["sigma"], sizing_mode="stretch_width"),
+                      row(sliders["lam"], sliders["alpha"], sizing_mode="stretch_width"), sizing_mode="stretch_width")
+    head = Div(text=f"<b>{title}</b> <small>({key}grey vertical line: the α cursor)</small>",
+               sizing_mode="stretch_width")
+    layout = column(head, controls, readout, *figs, sizing_mode="stretch_width", name=name)
+    _on_ready(layout, callback)
+    _fill_python(grid, sources, fields, sliders, spans)
+    return layout
+
+
+def _on_ready(layout, callback):
+    """Run ``callback`` once the page has drawn the document (the readouts are written in JavaScript)."""
+    from bokeh.document import Document
+
+    doc = Document()
+    doc.add_root(layout)
+    doc.js_on_event("document_ready", callback)
+
+
+def _fill_python(grid, sources, fields, sliders, spans):
+    """The initial slice, also in Python (for ``bokeh.io.show`` and for exports without JavaScript)."""
+    i, j, k, a = (int(sliders[n].value) for n in ("omega", "sigma", "lam", "alpha"))
+    for b, name in enumerate(BRANCHES):
+        data = {"alpha": grid.alphas}
+        for f in fields:
+            data[f] = np.where(grid.curves["on_branch"][i, j, k, b], grid.curves[f][i, j, k, b], np.nan)
+        sources[name].data = data
+    t = (int(np.flatnonzero(np.isclose(grid.omegas_dense, grid.omegas[i]))[0]), j, k)
+    ac = grid.alpha_c[t]
+    spans["alpha_c"].location = float(ac) if np.isfinite(ac) else None
+    spans["alpha_c"].visible = bool(np.isfinite(ac))
+    spans["cursor"].location = float(grid.alphas[a])
+
+
+_PHASE_JS = """
+const fmt = (v, d) => Number.isFinite(v) ? v.toFixed(d) : "n/a";
+const at_x = (name, f) => sources[name].data[f][ia];
+const lin = eps_lin[(i * shape[1] + j) * shape[2] + k];
+eps_g_linear.location = lin;
+alpha_l.location = Number.isFinite(al) ? al : null; alpha_l.visible = Number.isFinite(al);
+let phase;
+if (!Number.isFinite(ac)) phase = "no crossing in (0, 3]: the lower minimum does not switch";
+else if (x < ac) phase = "<b style='color:#1f77b4'>positional</b> (α < α_c = " + ac.toFixed(3) + ")";
+else phase = "<b style='color:#d62728'>semantic</b> (α ≥ α_c = " + ac.toFixed(3) + ")";
+readout.text = "At α = " + x.toFixed(2) + ": phase " + phase
+  + "<br>training loss ε_t: semantic " + fmt(at_x("semantic", "eps_t"), 5) + ", positional " + fmt(at_x("positional", "eps_t"), 5)
+  + "; test error ε_g: semantic " + fmt(at_x("semantic", "eps_g"), 5) + ", positional " + fmt(at_x("positional", "eps_g"), 5)
+  + ", linear " + fmt(lin, 5) + "; α_l = " + fmt(al, 3);
+"""
+
+
+def transition_explorer(grid: ExplorerGrid, *, omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01,
+                        alpha: float = 1.0):
+    """The transition explorer: training loss and test error of both branches against ``alpha``.
+
+    Sliders pick ``omega``, ``sigma``, ``lambda`` on the grid and a cursor
+    ``alpha``. Drawn: the training loss ``eps_t`` (Cui et al. 2024, eq. (13)) and
+    the test error ``eps_g`` (eq. (12)) of the semantic and positional branches,
+    the linear positional baseline, ``alpha_c`` (training losses cross) and
+    ``alpha_l`` (the semantic minimum beats the baseline); the text names the
+    phase at the cursor.
+
+    Parameters
+    ----------
+    grid : ExplorerGrid
+        From :func:`attnlab.explorer_grid.load_explorer_grid`.
+    omega, sigma, lam, alpha : float
+        Initial values (the nearest grid values are used).
+
+    Returns
+    -------
+    bokeh.models.Column
+
+    Raises
+    ------
+    ValueError
+        A non-finite initial value or one outside ``[0, 1]`` (``omega``).
+    """
+    from bokeh.models import Span
+
+    extra = dict(alpha_l=Span(location=0, dimension="height", line_color=COLORS["alpha_l"], line_dash="dotted",
+                              line_width=1.5, name="alpha_l"),
+                 eps_g_linear=Span(location=0, dimension="width", line_color=COLORS["linear"], line_dash="dashed",
+                                   line_width=1.5, name="eps_g_linear"))
+
+    def decorate(fig, f, items):
+        if f == "eps_g":
+            fig.add_layout(extra["alpha_l"])
+            fig.add_layout(extra["eps_g_linear"])
+
+    layout = _curve_explorer(grid, ("eps_t", "eps_g"), omega, sigma, lam, alpha, extra_js=_PHASE_JS,
+                             extra_args=extra, decorate=decorate, title="Transition explorer",
+                             name="transition-explorer", key="black dashed: α_c; green dotted: α_l; grey dashed "
+                                                              "horizontal: the linear baseline; ")
+    i, j, k = (int(layout.select_one({"name": n}).value) for n in ("omega", "sigma", "lam"))
+    t = (int(np.flatnonzero(np.isclose(grid.omegas_dense, grid.omegas[i]))[0]), j, k)
+    extra["eps_g_linear"].location = float(grid.eps_g_linear[i, j, k])
+    al = grid.alpha_l[t]
+    extra["alpha_l"].location = float(al) if np.isfinite(al) else None
+    extra["alpha_l"].visible = bool(np.isfinite(al))
+    return layout
+
+
+_OVERLAP_JS = """
+const fmt = (v) => Number.isFinite(v) ? v.toFixed(4) : "n/a";
+const at_x = (name, f) => sources[name].data[f][ia];
+readout.text = "At α = " + x.toFixed(2) + ": semantic m = " + fmt(at_x("semantic", "m")) + ", θ = "
+  + fmt(at_x("semantic", "theta")) + ", |Q|²/d = " + fmt(at_x("semantic", "qnorm")) + "; positional m = "
+  + fmt(at_x("positional", "m")) + ", θ = " + fmt(at_x("positional", "theta")) + ", |Q|²/d = "
+  + fmt(at_x("positional", "qnorm")) + (Number.isFinite(ac) ? "; α_c = " + ac.toFixed(3) : "");
+"""
+
+
+def overlaps_explorer(grid: ExplorerGrid, *, omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01,
+                      alpha: float = 1.0):
+    """The overlaps ``m``, ``theta``, ``|Q|^2/d`` of both branches against ``alpha``.
+
+    Same sliders as :func:`transition_explorer`; the state-evolution overlaps of
+    Cui et al. 2024, Result 4.2, as the trainers report them (``m = 1.Q/d``,
+    ``theta = Q*.Q/d``, ``|Q|^2/d``). A branch is drawn only where it exists
+    (converged, lead overlap above ``1e-6``).
+
+    Parameters and returns as :func:`transition_explorer`.
+    """
+    return _curve_explorer(grid, ("m", "theta", "qnorm"), omega, sigma, lam, alpha, extra_js=_OVERLAP_JS,
+                           title="Overlap explorer", name="overlaps-explorer", key="black dashed: α_c; ")
+
+
+def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01, gd_map: dict | None = None):
+    """``alpha_c(omega)`` and ``alpha_l(omega)`` with ``sigma`` and ``lambda`` sliders.
+
+    Parameters
+    ----------
+    grid : ExplorerGrid
+    sigma, lam : float
+        Initial values (nearest grid values).
+    gd_map : dict, optional
+        Gradient-descent map drawn under the lines where its ``sigma`` and
+        ``lam`` are selected: keys ``sigma``, ``lam``, and arrays ``omega``,
+        ``alpha``, ``gap`` (training loss from the informed init minus from
+        the random init, averaged over seeds; ``gap < 0``: the informed
+        minimum is lower) of equal length.
+
+    Returns
+    -------
+    bokeh.models.Column
+    """
+    from bokeh.layouts import column, row
+    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, Div, HoverTool, Legend, LinearColorMapper)
+    from bokeh.plotting import figure
+
+    sliders = dict(sigma=_slider("sigma", "σ (token std)", grid.sigmas, _check("sigma", sigma, 0, 10)),
+                   lam=_slider("lam", "λ (ridge)", grid.lams, _check("lam", lam, 0, 10)))
+    n_o = len(grid.omegas_dense)
+    table = {"alpha_c": grid.alpha_c, "alpha_l": grid.alpha_l}
+    src = ColumnDataSource(dict(omega=grid.omegas_dense, alpha_c=np.zeros(n_o), alpha_l=np.zeros(n_o)), name="thresholds")
+    fig = figure(height=330, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
+                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="right")
+    fig.toolbar.logo = None
+    fig.xaxis.axis_label, fig.yaxis.axis_label = "α = n/d", "ω (positional weight)"
+    items = []
+    gd_src = None
+    if gd_map is not None:
+        gd = {k: np.asarray(gd_map[k], float) for k in ("omega", "alpha", "gap")}
+        span = float(np.nanmax(np.abs(gd["gap"]))) or 1.0
+        mapper = LinearColorMapper(palette=_diverging(), low=-span, high=span)
+        gd_src = ColumnDataSource(dict(gd, shown=np.ones(len(gd["gap"]))), name="gd_map")
+        cells = fig.rect("alpha", "omega", width=0.25, height=0.1, source=gd_src, fill_color={"field": "gap", "transform": mapper},
+                         line_color=None, fill_alpha="shown")
+        fig.add_tools(HoverTool(renderers=[cells], tooltips=[("α", "@alpha"), ("ω", "@omega"),
+                                                            ("GD gap ε_t(informed) − ε_t(random)", "@gap{0.00000}")]))
+        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap", width=8), "right")
+        items.append((f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})", [cells]))
+    lc = fig.line("alpha_c", "omega", source=src, color=COLORS["alpha_c"], line_width=2.5)
+    fig.scatter("alpha_c", "omega", source=src, color=COLORS["alpha_c"], size=5)
+    ll = fig.line("alpha_l", "omega", source=src, color=COLORS["alpha_l"], line_width=2, line_dash="dashed")
+    fig.add_tools(HoverTool(renderers=[lc, ll], tooltips=[("ω", "@omega{0.00}"), ("α_c", "@alpha_c{0.000}"),
+                                                          ("α_l", "@alpha_l{0.000}")]))
+    items += [("α_c (training losses cross)", [lc]), ("α_l (beats the linear baseline)", [ll])]
+    fig.add_layout(Legend(items=items, location="center", orientation="vertical"), "below")
+    readout = Div(text="", name="readout", sizing_mode="stretch_width")
+    args = dict(src=src, alpha_c=[float(x) for x in table["alpha_c"].ravel()],
+                alpha_l=[float(x) for x in table["alpha_l"].ravel()], shape=list(grid.alpha_c.shape),
+                readout=readout, gd=gd_src, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
+                sigmas=[float(s) for s in grid.sigmas], lams=[float(x) for x in grid.lams], **sliders)
+    code = """
+const j = Math.round(sigma.value), k = Math.round(lam.value), n = shape[0];
+const ac = new Array(n), al = new Array(n);
+for (let i = 0; i < n; i++) { const t = (i * shape[1] + j) * shape[2] + k; ac[i] = alpha_c[t]; al[i] = alpha_l[t]; }
+src.data = {omega: src.data.omega, alpha_c: ac, alpha_l: al};
+let note = "σ = " + sigmas[j] + ", λ = " + lams[k] + ".";
+if (gd !== null) {
+  const on = Math.abs(sigmas[j] - gd_at[0]) < 1e-9 && Math.abs(lams[k] - gd_at[1]) < 1e-9;
+  gd.data = Object.assign({}, gd.data, {shown: gd.data.shown.map(() => on ? 1 : 0)});
+  note += on ? " Under the lines: the gradient-descent map at these σ, λ (blue: the random init's minimum is lower, red: the informed one's)."
+             : " The gradient-descent map is cached at σ = " + gd_at[0] + ", λ = " + gd_at[1] + " only.";
+}
+readout.text = note;
+"""
+    callback = CustomJS(args=args, code=code)
+    for s in sliders.values():
+        s.js_on_change("value", callback)
+    layout = column(Div(text="<b>Phase diagram explorer</b>", sizing_mode="stretch_width"),
+                    row(sliders["sigma"], sliders["lam"], sizing_mode="stretch_width"), readout, fig,
+                    sizing_mode="stretch_width", name="phase-explorer")
+    _on_ready(layout, callback)
+    j, k = int(sliders["sigma"].value), int(sliders["lam"].value)
+    src.data = dict(omega=grid.omegas_dense, alpha_c=grid.alpha_c[:, j, k], alpha_l=grid.alpha_l[:, j, k])
+    return layout
+
+
+def _diverging():
+    """Red (negative: the informed, semantic minimum is lower) through white to blue (positive)."""
+    from bokeh.palettes import Blues256, Reds256, diverging_palette
+
+    return diverging_palette(Reds256, Blues256, 256)
+
+
+def teacher_explorer(*, omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A=None):
+    """The teacher's attention matrix ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A``.
+
+    Sliders for ``omega`` and the teacher projections ``h*_1, h*_2``; three
+    heat maps (semantic part, positional part ``A``, mixture; Cui et al. 2024,
+    eq. (2)) computed in the page.
+
+    Parameters
+    ----------
+    omega : float
+        In ``[0, 1]``.
+    h1, h2 : float
+        In ``[-2.5, 2.5]`` (the sliders' range).
+    A : array_like, shape (2, 2), optional
+        Row-stochastic positional matrix (default the paper's).
+
+    Returns
+    -------
+    bokeh.models.Column
+        Data sources ``semantic_part``, ``positional_part``, ``teacher``
+        (columns ``row``, ``col``, ``value``, ``label``).
+
+    Raises
+    ------
+    ValueError
+        ``omega`` outside ``[0, 1]``, ``h1`` or ``h2`` outside ``[-2.5, 2.5]``, or a bad ``A``.
+    """
+    from bokeh.layouts import column, row
+    from bokeh.models import ColumnDataSource, CustomJS, Div, LinearColorMapper, Slider
+    from bokeh.palettes import Blues256, Greys256, Reds256
+    from bokeh.plotting import figure
+
+    from .attention import teacher_attention
+
+    A_arr = ModelParams(A=A).A_array
+    omega, h1, h2 = _check("omega", omega, 0, 1), _check("h1", h1, -2.5, 2.5), _check("h2", h2, -2.5, 2.5)
+    sliders = dict(omega=Slider(start=0, end=1, step=0.05, value=omega, title="ω", name="omega", sizing_mode="stretch_width"),
+                   h1=Slider(start=-2.5, end=2.5, step=0.1, value=h1, title="h*₁", name="h1", sizing_mode="stretch_width"),
+                   h2=Slider(start=-2.5, end=2.5, step=0.1, value=h2, title="h*₂", name="h2", sizing_mode="stretch_width"))
+    cells = dict(row=[0, 0, 1, 1], col=[0, 1, 0, 1])
+
+    def panel(name, title, palette, M):
+        M = np.asarray(M, float)
+        src = ColumnDataSource(dict(cells, value=M.ravel(), label=[f"{v:.2f}" for v in M.ravel()]), name=name)
+        fig = figure(height=210, width=210, x_range=(-0.5, 1.5), y_range=(1.5, -0.5), title=title, tools="",
+                     toolbar_location=None, sizing_mode="fixed")
+        mapper = LinearColorMapper(palette=palette[::-1], low=0, high=1)
+        fig.rect("col", "row", width=1, height=1, source=src, fill_color={"field": "value", "transform": mapper},
+                 line_color="white")
+        fig.text("col", "row", text="label", source=src, text_align="center", text_baseline="middle",
+                 text_color="black", text_font_size="13px")
+        fig.xaxis.ticker = fig.yaxis.ticker = [0, 1]
+        fig.xaxis.major_label_overrides = fig.yaxis.major_label_overrides = {0: "1", 1: "2"}
+        fig.xaxis.axis_label, fig.yaxis.axis_label = "attended token", "query token"
+        return src, fig
+
+    hstar = np.array([h1, h2])
+    sem_src, f1 = panel("semantic_part", "semantic part softmax(h* h*ᵀ)", Reds256, teacher_attention(hstar, 0.0, A_arr))
+    pos_src, f2 = panel("positional_part", "positional part A", Blues256, A_arr)
+    t_src, f3 = panel("teacher", "teacher T(h*)", Greys256, teacher_attention(hstar, omega, A_arr))
+    code = """
+const h = [h1.value, h2.value], w = omega.value, S = [], T = [];
+for (let r = 0; r < 2; r++) {
+  const z = [h[r] * h[0], h[r] * h[1]], mx = Math.max(z[0], z[1]);
+  const e = z.map((v) => Math.exp(v - mx)), s = e[0] + e[1];
+  for (let c = 0; c < 2; c++) { S.push(e[c] / s); T.push((1 - w) * e[c] / s + w * A[r][c]); }
+}
+const set = (src, M) => { src.data = Object.assign({}, src.data, {value: M, label: M.map((v) => v.toFixed(2))}); };
+set(sem, S); set(teacher, T);
+"""
+    callback = CustomJS(args=dict(sem=sem_src, teacher=t_src, A=A_arr.tolist(), **sliders), code=code)
+    for s in sliders.values():
+        s.js_on_change("value", callback)
+    return column(Div(text="<b>Teacher attention explorer</b>", sizing_mode="stretch_width"),
+                  row(*sliders.values(), sizing_mode="stretch_width"), row(f1, f2, f3, styles={"flex-wrap": "wrap"}),
+                  sizing_mode="stretch_width", name="teacher-explorer")
+
+
+def bokehjs_files() -> list[Path]:
+    """The BokehJS files the explorers need, as shipped by the installed Bokeh package.
+
+    Returns
+    -------
+    list of Path
+        ``bokeh.min.js`` and ``bokeh-widgets.min.js`` (the book serves them from its
+        ``_static`` folder, under the names of :func:`bokehjs_names`).
+    """
+    from bokeh.util.paths import bokehjs_path
+
+    js = Path(bokehjs_path()) / "js"
+    return [js / "bokeh.min.js", js / "bokeh-widgets.min.js"]
+
+
+def bokehjs_names() -> list[str]:
+    """Versioned file names of :func:`bokehjs_files` (``bokeh-3.9.2.min.js``, ...)."""
+    import bokeh
+
+    return [p.name.replace(".min.js", f"-{bokeh.__version__}.min.js") for p in bokehjs_files()]
+
+
+class _Embedded:
+    """An explorer's HTML for the book's pages (``text/html``), with a one-line ``text/plain``."""
+
+    def __init__(self, html: str, title: str):
+        self.html, self.title = html, title
+
+    def _repr_mimebundle_(self, **kwargs):
+        return {"text/html": self.html, "text/plain": f"{self.title} (drawn by BokehJS in the HTML page)"}
+
+
+def embed(layout, title: str = "explorer") -> _Embedded:
+    """The explorer as HTML for a page that loads BokehJS itself (the book's pages).
+
+    The returned object displays in a notebook cell as ``text/html``: a ``div``,
+    the document's JSON and a note for live notebooks (which do not load
+    BokehJS by themselves; the book's stylesheet hides the note).
+
+    Parameters
+    ----------
+    layout : bokeh.models.LayoutDOM
+        E.g. from :func:`transition_explorer`.
+    title : str
+        Plain-text description.
+
+    Returns
+    -------
+    object with ``_repr_mimebundle_`` (``.html`` holds the HTML)
+    """
+    from bokeh.embed import components
+
+    script, div = components(layout)
+    note = ('<p class="attnlab-explorer-note">This explorer is drawn by BokehJS, which the book\'s HTML pages load. '
+            'In a notebook, run <code>bokeh.io.output_notebook()</code> and <code>bokeh.io.show(fig)</code> '
+            'on the figure instead, or use the live explorer further down.</p>')
+    return _Embedded(f'<div class="attnlab-explorer">{note}{div}{script}</div>', title)
+
+
+def gd_gap_map(runs: dict) -> dict:
+    """The gradient-descent map under the phase diagram, from the ``phase-diagram`` runs.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns of ``results/phase-diagram.csv`` (:func:`attnlab.reproduce.load_results`):
+        ``omega, alpha, sigma, lambda, init, eps_t``; one ``sigma`` and ``lambda``.
+
+    Returns
+    -------
+    dict
+        ``sigma``, ``lam`` and arrays ``omega``, ``alpha``, ``gap`` for
+        :func:`phase_explorer`: the seed mean of ``eps_t`` from the informed
+        init minus that from the random init, at each ``(omega, alpha)`` with both.
+
+    Raises
+    ------
+    ValueError
+        The runs mix several ``sigma`` or ``lambda``, or lack a column.
+    """
+    need = ("omega", "alpha", "sigma", "lambda", "init", "eps_t")
+    missing = [k for k in need if k not in runs]
+    if missing:
+        raise ValueError(f"runs lack the columns {missing}")
+    for k in ("sigma", "lambda"):
+        if len(np.unique(runs[k])) != 1:
+            raise ValueError(f"runs must have one {k}, got {sorted(set(runs[k].tolist()))}")
+    out = dict(sigma=float(runs["sigma"][0]), lam=float(runs["lambda"][0]), omega=[], alpha=[], gap=[])
+    for w in np.unique(runs["omega"]):
+        for a in np.unique(runs["alpha"]):
+            at = (runs["omega"] == w) & (runs["alpha"] == a)
+            mean = {i: float(np.mean(runs["eps_t"][at & (runs["init"] == i)])) if np.any(at & (runs["init"] == i))
+                    else np.nan for i in ("semantic", "random")}
+            if np.isfinite(mean["semantic"]) and np.isfinite(mean["random"]):
+                out["omega"].append(float(w))
+                out["alpha"].append(float(a))
+                out["gap"].append(mean["semantic"] - mean["random"])
+    return out
+
+
+class _Note:
+    """What the book shows where an explorer's data is not available (e.g. on Colab)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def _repr_mimebundle_(self, **kwargs):
+        return {"text/plain": self.text}
+
+
+def book_explorer(kind: str, **kwargs):
+    """An explorer of the book, embedded (:func:`embed`), from the cached grid and results.
+
+    Parameters
+    ----------
+    kind : {"transition", "overlaps", "phase", "teacher"}
+    **kwargs
+        Initial values, passed to the explorer's function.
+
+    Returns
+    -------
+    object displayed by the notebook cell: the embedded explorer, or a one-line
+    note where the cached grid is not available (a copy of attnlab without
+    ``results/``, e.g. on Colab: the live ipywidgets explorers still work).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``kind`` or bad initial values.
+    """
+    from .explorer_grid import load_explorer_grid
+    from .params import check_choice
+
+    kind = check_choice("kind", kind, ("transition", "overlaps", "phase", "teacher"))
+    if kind == "teacher":
+        return embed(teacher_explorer(**kwargs), "Teacher attention explorer")
+    try:
+        grid = load_explorer_grid()
+    except FileNotFoundError as exc:
+        return _Note(f"{exc}. The live explorer below solves the state evolution instead.")
+    if kind == "transition":
+        return embed(transition_explorer(grid, **kwargs), "Transition explorer")
+    if kind == "overlaps":
+        return embed(overlaps_explorer(grid, **kwargs), "Overlap explorer")
+    from .reproduce import load_results
+
+    runs = load_results("phase-diagram")
+    return embed(phase_explorer(grid, gd_map=gd_gap_map(runs) if runs is not None else None, **kwargs),
+                 "Phase diagram explorer")

@@ -1,0 +1,144 @@
+"""The kernel-free explorers: the grid, the Bokeh figures built from it, and the cached grid
+against the library (the browser test of the built pages is tests/test_explorers_browser.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnlab import explorers as ex
+from attnlab.attention import teacher_attention
+from attnlab.explorer_grid import (ALPHAS, IncompleteGridError, explorer_tasks, load_explorer_grid)
+from attnlab.params import BRANCHES, ModelParams
+from attnlab.reproduce import RESULTS_DIR, get_figure, run_theory_spec, theory_specs
+from attnlab.sweeps import spec_key, write_csv_atomic
+
+GRID_CSV = RESULTS_DIR / "explorer-grid-theory.csv"
+
+
+def _synthetic_grid(path, drop=None):
+    """A 2 x 1 x 2 x 3-alpha grid whose values encode their coordinates."""
+    fig = get_figure("explorer-grid")
+    tasks = explorer_tasks({}, dict(omega=[0.1, 0.2], sigma=[0.5], lam=[0.01, 0.02], alpha=[0.5, 1.0, 1.5]))
+    rows = []
+    for t in tasks:
+        base = {k: v for k, v in t.items() if k != "alphas"}
+        rid = spec_key(t)
+        if t["kind"] == "se-curve":
+            for a in t["alphas"]:
+                code = t["omega"] * 1000 + t["lambda"] * 100 + a + (0.5 if t["branch"] == "semantic" else 0)
+                rows.append(dict(base, run_id=rid, alpha=a, m=code, theta=code + 1, qnorm=code + 2, eps_t=code + 3,
+                                 eps_g=code + 4, eps_g_linear=t["omega"], converged=True))
+        else:
+            rows.append(dict(base, run_id=rid, alpha_c=1 + t["omega"], alpha_l=2 + t["omega"]))
+    if drop is not None:
+        rows.pop(drop)
+    write_csv_atomic(path, rows)
+    assert fig.simulations is False
+    return path
+
+
+def test_grid_tasks_cover_the_grid():
+    tasks = theory_specs("explorer-grid")
+    curves = [t for t in tasks if t["kind"] == "se-curve"]
+    thresholds = [t for t in tasks if t["kind"] == "transition"]
+    assert len(curves) == 7 * 3 * 4 * 2 and all(t["alphas"] == list(ALPHAS) for t in curves)
+    assert len(thresholds) == 13 * 3 * 4
+    assert sorted({t["omega"] for t in thresholds}) == [round(0.05 * i, 2) for i in range(13)]
+
+
+def test_load_explorer_grid_puts_every_value_at_its_point(tmp_path):
+    g = load_explorer_grid(_synthetic_grid(tmp_path / "g.csv"))
+    assert g.curves["eps_t"].shape == (2, 1, 2, len(BRANCHES), 3)
+    for w in (0.1, 0.2):
+        for lam in (0.01, 0.02):
+            for b in BRANCHES:
+                for a in (0.5, 1.0, 1.5):
+                    code = w * 1000 + lam * 100 + a + (0.5 if b == "semantic" else 0)
+                    assert g.value("m", w, 0.5, lam, b, a) == pytest.approx(code)
+                    assert g.value("eps_g", w, 0.5, lam, b, a) == pytest.approx(code + 4)
+    assert g.curves["on_branch"].all()
+    np.testing.assert_allclose(g.omegas_dense, [0.1, 0.15, 0.2])
+    np.testing.assert_allclose(g.alpha_c[:, 0, 1], [1.1, 1.15, 1.2])
+    with pytest.raises(ValueError, match="omega = 0.3 is not on the explorer grid"):
+        g.value("m", 0.3, 0.5, 0.01, "semantic", 1.0)
+
+
+@pytest.mark.parametrize("drop", [0, -1])
+def test_incomplete_grid_is_an_error_not_a_hole(tmp_path, drop):
+    with pytest.raises(IncompleteGridError, match="missing"):
+        load_explorer_grid(_synthetic_grid(tmp_path / "g.csv", drop=drop))
+
+
+def test_missing_grid_says_how_to_make_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="attnlab reproduce explorer-grid"):
+        load_explorer_grid(tmp_path / "none.csv")
+
+
+def _model(layout, name):
+    return layout.select_one({"name": name})
+
+
+def test_curve_explorers_start_on_the_requested_slice(tmp_path):
+    g = load_explorer_grid(_synthetic_grid(tmp_path / "g.csv"))
+    lay = ex.transition_explorer(g, omega=0.2, sigma=0.5, lam=0.02, alpha=1.0)
+    for b in BRANCHES:
+        np.testing.assert_allclose(_model(lay, b).data["eps_t"],
+                                   [g.value("eps_t", 0.2, 0.5, 0.02, b, a) for a in (0.5, 1.0, 1.5)])
+    assert _model(lay, "alpha_c").location == pytest.approx(1.2)
+    assert _model(lay, "alpha_l").location == pytest.approx(2.2)
+    assert _model(lay, "eps_g_linear").location == pytest.approx(0.2)
+    assert _model(lay, "cursor").location == pytest.approx(1.0)
+    over = ex.overlaps_explorer(g, omega=0.1, lam=0.01)
+    np.testing.assert_allclose(_model(over, "semantic").data["theta"],
+                               [g.value("theta", 0.1, 0.5, 0.01, "semantic", a) for a in (0.5, 1.0, 1.5)])
+    html = ex.embed(lay).html
+    assert 'class="attnlab-explorer"' in html and "transition-explorer" in html
+
+
+def test_phase_explorer_and_gd_map(tmp_path):
+    g = load_explorer_grid(_synthetic_grid(tmp_path / "g.csv"))
+    runs = dict(omega=np.array([0.1, 0.1, 0.1, 0.1]), alpha=np.array([0.5] * 4), sigma=np.full(4, 0.5),
+                **{"lambda": np.full(4, 0.01)}, init=np.array(["semantic", "semantic", "random", "random"]),
+                eps_t=np.array([1.0, 3.0, 5.0, 7.0]))
+    gd = ex.gd_gap_map(runs)
+    assert gd["gap"] == [2.0 - 6.0] and gd["sigma"] == 0.5
+    lay = ex.phase_explorer(g, sigma=0.5, lam=0.02, gd_map=gd)
+    np.testing.assert_allclose(_model(lay, "thresholds").data["alpha_c"], [1.1, 1.15, 1.2])
+    with pytest.raises(ValueError, match="one sigma"):
+        ex.gd_gap_map(dict(runs, sigma=np.array([0.5, 0.6, 0.5, 0.5])))
+
+
+def test_teacher_explorer_matches_the_library():
+    lay = ex.teacher_explorer(omega=0.4, h1=1.3, h2=-0.7)
+    expect = teacher_attention(np.array([1.3, -0.7]), 0.4, ModelParams().A_array)
+    np.testing.assert_allclose(_model(lay, "teacher").data["value"], expect.ravel())
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ex.teacher_explorer(omega=1.5), "omega"),
+    (lambda: ex.teacher_explorer(h1=float("nan")), "h1"),
+    (lambda: ex.teacher_explorer(h2=3.0), "h2"),
+    (lambda: ex.book_explorer("movie"), "kind"),
+])
+def test_bad_input_names_the_parameter(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_cached_grid_is_what_the_library_computes_now():
+    """The cached grid comes from this solver: one (omega, sigma, lambda) point re-solved
+    (both branches along alpha, and the thresholds) equals the cached rows to 1e-6."""
+    g = load_explorer_grid(GRID_CSV)  # complete, or IncompleteGridError
+    tasks = explorer_tasks({}, dict(omega=[0.3], sigma=[0.5], lam=[0.01], alpha=list(g.alphas)))
+    assert {spec_key(t) for t in tasks} <= {spec_key(t) for t in theory_specs("explorer-grid")}
+    for t in tasks:
+        for row in run_theory_spec(t):
+            if t["kind"] == "se-curve":
+                for f in ("m", "theta", "qnorm", "eps_t", "eps_g"):
+                    assert g.value(f, 0.3, 0.5, 0.01, t["branch"], row["alpha"]) == pytest.approx(
+                        row[f], rel=1e-6, abs=1e-12, nan_ok=True), (t["branch"], row["alpha"], f)
+            else:
+                i = int(np.flatnonzero(np.isclose(g.omegas_dense, 0.3))[0])
+                _, j, k = g.index(0.3, 0.5, 0.01)
+                assert g.alpha_c[i, j, k] == pytest.approx(row["alpha_c"], rel=1e-6)
+                assert g.alpha_l[i, j, k] == pytest.approx(row["alpha_l"], rel=1e-6)
