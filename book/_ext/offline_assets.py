@@ -68,7 +68,8 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
         return
     seen, unique = set(), []
     for js in scripts:
-        key = (getattr(js, "filename", str(js)), getattr(js, "attributes", {}).get("body"))
+        # an inline script's file name is None or "" depending on who added it
+        key = (getattr(js, "filename", str(js)) or None, getattr(js, "attributes", {}).get("body"))
         if key not in seen:
             seen.add(key)
             unique.append(js)
@@ -77,7 +78,7 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.connect("html-page-context", _page)
-    # early: a later handler may return a template name, which ends the event (emit_firstresult)
-    app.connect("html-page-context", _dedupe_scripts, priority=100)
+    # last: the launch buttons add the second copy during this event
+    app.connect("html-page-context", _dedupe_scripts, priority=999)
     app.connect("build-finished", _copy)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
