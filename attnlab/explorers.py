@@ -83,8 +83,11 @@ def _figure(ylabel, x_range=None, height=230, title=None):
     kw = dict(x_range=x_range) if x_range is not None else {}
     fig = figure(height=height, sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
                  toolbar_location="right", title=title, **kw)
+    from bokeh.models import BasicTickFormatter
+
     fig.xaxis.axis_label = "α = n/d"
     fig.yaxis.axis_label = ylabel
+    fig.yaxis.formatter = BasicTickFormatter(use_scientific=False)
     fig.toolbar.logo = None
     return fig
 
@@ -285,7 +288,8 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     bokeh.models.Column
     """
     from bokeh.layouts import column, row
-    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, Div, HoverTool, Legend, LinearColorMapper)
+    from bokeh.models import (BasicTickFormatter, ColorBar, ColumnDataSource, CustomJS, Div, HoverTool, Legend,
+                              LinearColorMapper)
     from bokeh.plotting import figure
 
     sliders = dict(sigma=_slider("sigma", "σ (token std)", grid.sigmas, _check("sigma", sigma, 0, 10)),
@@ -308,7 +312,8 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
                          line_color=None, fill_alpha="shown")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[("α", "@alpha"), ("ω", "@omega"),
                                                             ("GD gap ε_t(informed) − ε_t(random)", "@gap{0.00000}")]))
-        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap", width=8), "right")
+        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap", width=8,
+                                formatter=BasicTickFormatter(use_scientific=False)), "right")
         items.append((f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})", [cells]))
     lc = fig.line("alpha_c", "omega", source=src, color=COLORS["alpha_c"], line_width=2.5)
     fig.scatter("alpha_c", "omega", source=src, color=COLORS["alpha_c"], size=5)
@@ -359,8 +364,8 @@ def teacher_explorer(*, omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A
     """The teacher's attention matrix ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A``.
 
     Sliders for ``omega`` and the teacher projections ``h*_1, h*_2``; three
-    heat maps (semantic part, positional part ``A``, mixture; Cui et al. 2024,
-    eq. (2)) computed in the page.
+    heat maps (semantic part ``softmax(h* h*^T)``, positional part ``A``, the
+    mixture; Cui et al. 2024, eq. (2)) computed in the page.
 
     Parameters
     ----------
@@ -401,7 +406,8 @@ def teacher_explorer(*, omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A
         src = ColumnDataSource(dict(cells, value=M.ravel(), label=[f"{v:.2f}" for v in M.ravel()]), name=name)
         fig = figure(height=210, width=210, x_range=(-0.5, 1.5), y_range=(1.5, -0.5), title=title, tools="",
                      toolbar_location=None, sizing_mode="fixed")
-        mapper = LinearColorMapper(palette=palette[::-1], low=0, high=1)
+        # the top of the scale stays mid-tone, so the black labels read on every cell
+        mapper = LinearColorMapper(palette=palette[::-1], low=0, high=1.35)
         fig.rect("col", "row", width=1, height=1, source=src, fill_color={"field": "value", "transform": mapper},
                  line_color="white")
         fig.text("col", "row", text="label", source=src, text_align="center", text_baseline="middle",
@@ -412,7 +418,7 @@ def teacher_explorer(*, omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A
         return src, fig
 
     hstar = np.array([h1, h2])
-    sem_src, f1 = panel("semantic_part", "semantic part softmax(h* h*ᵀ)", Reds256, teacher_attention(hstar, 0.0, A_arr))
+    sem_src, f1 = panel("semantic_part", "semantic part", Reds256, teacher_attention(hstar, 0.0, A_arr))
     pos_src, f2 = panel("positional_part", "positional part A", Blues256, A_arr)
     t_src, f3 = panel("teacher", "teacher T(h*)", Greys256, teacher_attention(hstar, omega, A_arr))
     code = """
