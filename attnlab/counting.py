@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from .objective import resolve_device
 from .params import check_choice, check_int, check_positive
+from .training import TrainingDivergedError
 
 __all__ = ["ATTENTION_MODES", "DEFAULTS", "CountingTransformer", "CountingResult",
            "make_counting_data", "count_labels", "attention_maps", "semantic_score",
@@ -455,6 +456,9 @@ def train_counting(attention: str = "both", seed: int = 0, *, L: int = DEFAULTS[
         On an unknown ``attention``, a non-positive size, ``lr`` or
         ``num_threads``, or an unavailable ``device``; the message names the
         parameter.
+    attnlab.training.TrainingDivergedError
+        (a ``RuntimeError``) If a training or the test loss is not finite (e.g. too
+        large an ``lr``).
     """
     attention = check_choice("attention", attention, ATTENTION_MODES)
     seed = check_int("seed", seed, 0)
@@ -503,6 +507,9 @@ def _train(attention, seed, L, T, d_model, d_hidden, n_train, n_test, epochs, ba
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if not math.isfinite(float(loss.detach())):
+                    raise TrainingDivergedError(f"counting training diverged in epoch {len(losses) + 1}, batch {b + 1}: "
+                                                f"the loss became {float(loss.detach())} with lr={lr}; try a smaller --lr")
                 ep_loss += float(loss.detach()) * lab.numel()
                 ep_correct += int((logits.detach().argmax(-1) == lab).sum())
                 bar.update(1)
@@ -514,6 +521,8 @@ def _train(attention, seed, L, T, d_model, d_hidden, n_train, n_test, epochs, ba
         bar.close()
     model.eval()
     test_loss, test_acc = evaluate(model, x_test, y_test)
+    if not math.isfinite(test_loss):
+        raise TrainingDivergedError(f"counting training diverged: the test loss is {test_loss} with lr={lr}")
     score = semantic_score(model, x_test)
     seconds = time.perf_counter() - t0
     config = dict(L=model.L, T=model.T, d_model=model.d_model, d_hidden=model.d_hidden,

@@ -17,10 +17,11 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import Dataset
-from .objective import AttentionRisk
-from .params import INITS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_int, check_positive
+from .objective import TORCH_DTYPES, AttentionRisk, resolve_device
+from .params import (INITS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_finite_array, check_int,
+                     check_positive)
 
-__all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"]
+__all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk", "check_training_args"]
 
 #: Default learning rates on the summed risk R (GD: the paper's 0.15).
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
@@ -54,7 +55,8 @@ class TrainResult:
     grad_rms : float
         Root mean square of the final gradient ``dR/dQ``.
     converged : bool
-        Whether the stopping tolerance was met before the step budget ran out.
+        Whether ``grad_rms <= gtol`` at the end, for every method (L-BFGS-B may also
+        stop on a small relative reduction of ``R``: that is not convergence).
     seconds : float
         Wall time of the minimisation.
     method, init : str
@@ -107,6 +109,31 @@ def _check_finite(value: float, step: int, method: str, lr) -> None:
         raise TrainingDivergedError(f"{method} diverged at step {step}: the risk became {value}{hint}")
 
 
+def check_training_args(*, method="gd", init="random", steps=None, lr=None, gtol=1e-9, seed=0, dtype="float64",
+                        device="cpu") -> dict:
+    """The validated optimiser arguments of :func:`minimize_risk` (method defaults filled in),
+    checked before any data is drawn.
+
+    Raises
+    ------
+    TypeError
+        If a number is given as a string, a bool or a complex number.
+    ValueError
+        Unknown ``method``, ``init``, ``dtype`` or ``device``; ``steps`` not an integer
+        ``>= 1``; ``lr`` not in ``(0, inf)``; ``gtol`` not in ``[0, inf)``; ``seed`` not
+        an integer ``>= 0``; the message names the parameter.
+    """
+    method = check_choice("method", method, METHODS)
+    if not isinstance(dtype, torch.dtype):
+        check_choice("dtype", str(dtype), tuple(TORCH_DTYPES))
+    return dict(method=method, init=check_choice("init", init, INITS),
+                steps=check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1),
+                lr=check_positive("lr", DEFAULT_LR.get(method, DEFAULT_LR["gd"]) if lr is None else lr)
+                if (method != "lbfgs" or lr is not None) else None,
+                gtol=check_positive("gtol", gtol, strict=False), seed=check_int("seed", seed, 0),
+                dtype=dtype if isinstance(dtype, torch.dtype) else str(dtype), device=resolve_device(device))
+
+
 def minimize_risk(data: Dataset, lam: float, *, init: str = "random", method: str = "gd", r: int = 1,
                   steps: int | None = None, lr: float | None = None, gtol: float = 1e-9,
                   seed: int = 0, Q0=None, device="cpu", dtype="float64", progress: bool = True) -> TrainResult:
@@ -151,19 +178,26 @@ def minimize_risk(data: Dataset, lam: float, *, init: str = "random", method: st
 
     Raises
     ------
+    TypeError
+        If ``data`` is not a :class:`~attnlab.data.Dataset`, or a number is given as a
+        string, a bool or a complex number.
     ValueError
-        On an unknown ``init``/``method``, a non-positive ``steps`` or ``lr``,
-        a negative ``lam`` or an unavailable ``device``.
+        On an unknown ``init``/``method``/``dtype``, a non-positive ``steps`` or ``lr``,
+        a negative ``lam``, a negative or non-integer ``seed``, a ``Q0`` with
+        non-finite entries or not of shape ``(d,)`` or ``(d, r)``, or an
+        unavailable ``device``.
     TrainingDivergedError
         If the risk becomes NaN or infinite.
     """
-    method = check_choice("method", method, METHODS)
-    init = check_choice("init", init, INITS)
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an attnlab.data.Dataset (see attnlab.make_problem), got {type(data).__name__}")
+    kw = check_training_args(method=method, init=init, steps=steps, lr=lr, gtol=gtol, seed=seed, dtype=dtype,
+                             device=device)
+    method, init, steps, lr, gtol, seed = (kw[k] for k in ("method", "init", "steps", "lr", "gtol", "seed"))
     lam = check_positive("lambda (lam)", lam, strict=False)
-    steps = check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1)
-    if method != "lbfgs":
-        lr = check_positive("lr", DEFAULT_LR[method] if lr is None else lr)
-    gtol = check_positive("gtol", gtol, strict=False)
+    r = check_int("r (rank)", r, 1)
+    if Q0 is not None:
+        Q0 = check_finite_array("Q0", Q0, shapes=[(data.d,), (data.d, r)])
     risk = AttentionRisk(data.x, data.y, lam, device=device, dtype=dtype)
     Q = risk.as_tensor(initial_Q(init, data, r, seed) if Q0 is None else Q0).clone()
     size = Q.numel()
@@ -265,5 +299,5 @@ def _run_lbfgs(risk, Q, steps, lr, gtol, size, progress):
     Qf = torch.as_tensor(res.x, dtype=risk.dtype, device=risk.device).reshape(shape)
     R, g = risk.value_and_grad(Qf)
     g_rms = float(g.norm()) / np.sqrt(size)
-    converged = bool(res.success) or g_rms <= gtol
+    converged = g_rms <= gtol  # not res.success: L-BFGS-B also stops on a relative reduction of R (ftol)
     return Qf, R, history, warm + int(res.nit), g_rms, converged, str(res.message)
