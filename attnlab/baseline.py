@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import check_positive
+from .params import check_finite_array, check_positive
 
 __all__ = ["fit_linear_baseline"]
 
@@ -37,13 +37,12 @@ def fit_linear_baseline(x, y, lam: float = 0.0) -> np.ndarray:
     Raises
     ------
     ValueError
-        If shapes disagree or ``lam < 0``.
+        If ``x`` is not of shape ``(n, L, d)``, ``y`` not of the shape of ``x``,
+        either has a non-finite entry, or ``lam < 0``.
     """
     lam = check_positive("lam", lam, strict=False)
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if x.ndim != 3 or x.shape != y.shape:
-        raise ValueError(f"x and y must both have shape (n, L, d); got {x.shape} and {y.shape}")
+    x = check_finite_array("x", x, shapes=[(None, None, None)])
+    y = check_finite_array("y", y, shapes=[x.shape])
     d = x.shape[2]
     G = np.einsum("nld,nkd->lk", x, x) / d
     C = np.einsum("nld,nkd->lk", y, x) / d

@@ -13,7 +13,7 @@ import torch
 
 from .data import positional_encodings, sample_dataset
 from .objective import AttentionRisk
-from .params import ModelParams, check_int
+from .params import ModelParams, check_finite_array, check_int, check_memory
 
 __all__ = ["Overlaps", "overlaps", "canonical_sign", "generalization_error"]
 
@@ -38,7 +38,7 @@ class Overlaps:
 
 
 def _as_matrix(Q) -> np.ndarray:
-    Q = Q.detach().cpu().numpy() if isinstance(Q, torch.Tensor) else np.asarray(Q, dtype=float)
+    Q = check_finite_array("Q", Q, shapes=[(None,), (None, None)])
     return Q[:, None] if Q.ndim == 1 else Q
 
 
@@ -79,6 +79,18 @@ def canonical_sign(Q, Qstar, P=None) -> np.ndarray:
     return Qm * np.where(lead < 0, -1.0, 1.0)[None, :]
 
 
+#: Bytes per test sample of :func:`generalization_error` (its loss, and the copy concatenating them).
+BYTES_PER_TEST_SAMPLE = 16
+
+
+def check_n_test(n_test) -> int:
+    """``n_test`` if it is an integer ``>= 2`` whose losses fit in half of this machine's
+    memory, else ``ValueError`` naming ``n_test`` and the limit."""
+    n_test = check_int("n_test", n_test, 2)
+    check_memory("n_test", n_test, BYTES_PER_TEST_SAMPLE, "the test losses")
+    return n_test
+
+
 def generalization_error(Q, params: ModelParams, Qstar, *, n_test: int = 20_000, seed: int = 0,
                          chunk: int = 2_000, device="cpu", dtype="float64",
                          B=None) -> tuple[float, float]:
@@ -109,8 +121,16 @@ def generalization_error(Q, params: ModelParams, Qstar, *, n_test: int = 20_000,
     eps_g : float
     sem : float
         Standard error of the mean over the test samples.
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is not a ``ModelParams`` or ``Q``, ``Qstar`` are not real arrays.
+    ValueError
+        If ``Q`` or ``Qstar`` has a non-finite entry or the wrong shape, ``n_test`` is
+        not an integer ``>= 2`` or too large for the memory, or ``chunk < 1``.
     """
-    n_test = check_int("n_test", n_test, 2)
+    n_test = check_n_test(n_test)
     chunk = check_int("chunk", chunk, 1)
     Qm = _as_matrix(Q)
     d = Qm.shape[0]
