@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import os
 import shlex
-import signal
 import sys
 import time
 import warnings
@@ -654,10 +653,6 @@ def _parse_list(name: str, text: str | None, kind):
         raise ValueError(f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}") from None
 
 
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _cmd_reproduce(args) -> dict:
     if args.list:
         out = {}
@@ -672,11 +667,19 @@ def _cmd_reproduce(args) -> dict:
     overrides = dict(alpha=_parse_list("--alphas", args.alphas, float), seed=_parse_list("--seeds", args.seeds, int),
                      d=_parse_list("--ds", args.ds, int), omega=_parse_list("--omegas", args.omegas, float))
     workers = check_int("workers", args.workers, 1)
-    # SIGTERM (a killed job) unwinds like Ctrl-C: pending runs cancelled, workers stopped, files consistent
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    from .cli import check_output
+
+    check_output("--out", RESULTS_DIR if args.out is None else args.out, folder=True)
+    # (SIGTERM unwinds like Ctrl-C, see attnlab.cli.main: pending runs cancelled, workers stopped, files consistent)
     executor, client, cluster = None, None, None
+    if args.dask is not None and args.dask != "local" and "://" not in args.dask:
+        raise ValueError(f"--dask must be 'local' or a scheduler address such as tcp://host:8786, got {args.dask!r}")
     if args.dask:
-        from distributed import Client, LocalCluster
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ImportError("--dask needs the 'distributed' package: pip install distributed "
+                              "(or run without --dask on local processes)") from None
 
         from .sweeps import limit_threads
 
