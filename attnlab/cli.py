@@ -187,10 +187,30 @@ def main(argv=None) -> int:
     (a state-evolution fixed point; ``train --strict``). Warnings are printed on one
     line each (``attnlab: warning: ...``) to stderr."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
     # SIGTERM (a killed job) unwinds like Ctrl-C: sweeps cancel pending runs and leave consistent files
     previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # (also while importing)
+        print(f"attnlab: error: interrupted by {exc or 'SIGINT'}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_in(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt that caused ``exc`` (e.g. SIGTERM inside a compiled
+    numba function surfaces as a SystemError), or ``None``."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _main(argv) -> int:
+    parser = build_parser(argv[0] if argv else None)
+    args = parser.parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -198,17 +218,18 @@ def main(argv=None) -> int:
         except (ValueError, TypeError) as exc:
             print(f"attnlab: error: {exc}", file=sys.stderr)
             return 2
-        except KeyboardInterrupt as exc:
-            print(f"attnlab: error: interrupted by {exc or 'SIGINT'}", file=sys.stderr)
-            return 1
         except (OSError, ImportError) as exc:
             print(f"attnlab: error: {exc}", file=sys.stderr)
             return 1
         except RuntimeError as exc:
             print(f"attnlab: failed: {exc}", file=sys.stderr)
             return 1
+        except SystemError as exc:
+            if _interrupt_in(exc) is not None:
+                raise _interrupt_in(exc) from None
+            print(f"attnlab: failed: {exc}", file=sys.stderr)
+            return 1
         finally:
-            signal.signal(signal.SIGTERM, previous)
             _print_warnings(caught)
     if getattr(args, "json", False):
         print(json.dumps(_json_safe(result), allow_nan=False))
