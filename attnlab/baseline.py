@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import check_finite_array, check_positive
+from .params import check_positive, check_xy
 
 __all__ = ["fit_linear_baseline"]
 
@@ -41,9 +41,11 @@ def fit_linear_baseline(x, y, lam: float = 0.0) -> np.ndarray:
         either has a non-finite entry, or ``lam < 0``.
     """
     lam = check_positive("lam", lam, strict=False)
-    x = check_finite_array("x", x, shapes=[(None, None, None)])
-    y = check_finite_array("y", y, shapes=[x.shape])
+    x, y = check_xy(x, y)
     d = x.shape[2]
     G = np.einsum("nld,nkd->lk", x, x) / d
     C = np.einsum("nld,nkd->lk", y, x) / d
-    return np.linalg.solve((G + lam * np.eye(G.shape[0])).T, C.T).T
+    try:
+        return np.linalg.solve((G + lam * np.eye(G.shape[0])).T, C.T).T
+    except np.linalg.LinAlgError:
+        raise ValueError(f"the Gram matrix of x is singular with lam={lam}: lam must be > 0 for these data") from None

@@ -67,6 +67,15 @@ def count_labels(tokens: torch.Tensor) -> torch.Tensor:
     return (tokens[:, :, None] == tokens[:, None, :]).sum(-1).long()
 
 
+def _check_model_sizes(L, T, d_model, d_hidden) -> tuple:
+    """``(L, T, d_model, d_hidden)`` checked: ``L >= 2``, ``T >= 1``, even ``d_model >= 2``, ``d_hidden >= 1``."""
+    L, T = check_int("L", L, 2), check_int("T", T, 1)
+    d_model = check_int("d_model", d_model, 2)
+    if d_model % 2:
+        raise ValueError(f"d_model must be an even integer >= 2, got {d_model!r}")
+    return L, T, d_model, check_int("d_hidden", d_hidden, 1)
+
+
 def make_counting_data(n: int, L: int = 10, T: int = 15, seed: int = 0):
     """Draw a seeded data set of the counting task.
 
@@ -144,12 +153,7 @@ class CountingTransformer(nn.Module):
     def __init__(self, L: int = 10, T: int = 15, d_model: int = 64, d_hidden: int = 128,
                  attention: str = "both"):
         super().__init__()
-        self.L = check_int("L", L, 2)
-        self.T = check_int("T", T, 1)
-        self.d_model = check_int("d_model", d_model, 2)
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be an even integer >= 2, got {d_model!r}")
-        self.d_hidden = check_int("d_hidden", d_hidden, 1)
+        self.L, self.T, self.d_model, self.d_hidden = _check_model_sizes(L, T, d_model, d_hidden)
         self.attention = check_choice("attention", attention, ATTENTION_MODES)
         half = self.d_model // 2
         self.half = half
@@ -467,6 +471,7 @@ def train_counting(attention: str = "both", seed: int = 0, *, L: int = DEFAULTS[
     epochs = check_int("epochs", epochs, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_positive("lr", lr)
+    _check_model_sizes(L, T, d_model, d_hidden)
     dev = resolve_device(device)
     old_threads = torch.get_num_threads()
     if num_threads is not None:

@@ -241,5 +241,7 @@ def make_problem(params: ModelParams, alpha: float, d: int, *, seed: int = 0,
         If ``alpha <= 0``, ``d < 2``, ``alpha * d`` too large for the memory, or
         another argument invalid (see :func:`sample_dataset`).
     """
+    check_params(params)
+    check_choice("teacher", teacher, TEACHERS)
     n = n_samples(alpha, d, params.L)
     return sample_dataset(params, n, d, Qstar=sample_teacher(d, seed), seed=seed, dtype=dtype)

@@ -13,7 +13,7 @@ import torch
 
 from .data import positional_encodings, sample_dataset
 from .objective import AttentionRisk
-from .params import ModelParams, check_finite_array, check_int, check_memory
+from .params import ModelParams, check_finite_array, check_int, check_memory, check_params
 
 __all__ = ["Overlaps", "overlaps", "canonical_sign", "generalization_error"]
 
@@ -54,8 +54,8 @@ def overlaps(Q, Qstar, P=None) -> Overlaps:
     """
     Qm = _as_matrix(Q)
     d = Qm.shape[0]
-    Qstar = np.asarray(Qstar, dtype=float)
-    P = positional_encodings(2, d) if P is None else np.asarray(P, dtype=float)
+    Qstar = check_finite_array("Qstar", Qstar, shapes=[(d,)])
+    P = positional_encodings(2, d) if P is None else check_finite_array("P", P, shapes=[(None, d)])
     m = P[0] @ Qm / np.sqrt(d)
     theta = Qstar @ Qm / d
     return Overlaps(m=m, theta=theta, qnorm=float((Qm ** 2).sum() / d))
@@ -125,15 +125,18 @@ def generalization_error(Q, params: ModelParams, Qstar, *, n_test: int = 20_000,
     Raises
     ------
     TypeError
-        If ``params`` is not a ``ModelParams`` or ``Q``, ``Qstar`` are not real arrays.
+        If ``params`` is not a ``ModelParams`` or ``Q``, ``Qstar``, ``B`` are not real arrays.
     ValueError
-        If ``Q`` or ``Qstar`` has a non-finite entry or the wrong shape, ``n_test`` is
+        If ``Q``, ``Qstar`` or ``B`` has a non-finite entry or the wrong shape, ``n_test`` is
         not an integer ``>= 2`` or too large for the memory, or ``chunk < 1``.
     """
+    check_params(params)
     n_test = check_n_test(n_test)
     chunk = check_int("chunk", chunk, 1)
     Qm = _as_matrix(Q)
     d = Qm.shape[0]
+    if B is not None:
+        B = check_finite_array("B", B, shapes=[(params.L, params.L)])
     losses = []
     for k, start in enumerate(range(0, n_test, chunk)):
         size = min(chunk, n_test - start)

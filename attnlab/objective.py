@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .attention import softmax_attention
-from .params import check_choice, check_finite_array
+from .params import check_choice, check_positive, check_xy
 
 __all__ = ["AttentionRisk", "resolve_device", "TORCH_DTYPES"]
 
@@ -55,7 +55,7 @@ class AttentionRisk:
     ------
     ValueError
         If ``x`` or ``y`` has a non-finite entry, ``x`` is not of shape ``(n, L, d)``
-        or ``y`` not of the shape of ``x``, or ``dtype``/``device`` is unknown.
+        or ``y`` not of the shape of ``x``, ``lam < 0``, or ``dtype``/``device`` is unknown.
 
     Notes
     -----
@@ -67,8 +67,8 @@ class AttentionRisk:
         self.device = resolve_device(device)
         self.dtype = TORCH_DTYPES[check_choice("dtype", dtype, tuple(TORCH_DTYPES))] if not isinstance(
             dtype, torch.dtype) else dtype
-        x64 = torch.as_tensor(check_finite_array("x", x, shapes=[(None, None, None)]), dtype=torch.float64)
-        y64 = torch.as_tensor(check_finite_array("y", y, shapes=[tuple(x64.shape)]), dtype=torch.float64)
+        lam = check_positive("lambda (lam)", lam, strict=False)
+        x64, y64 = (torch.as_tensor(a, dtype=torch.float64) for a in check_xy(x, y))
         self.n, self.L, self.d = x64.shape
         self.lam = float(lam)
         kw = dict(device=self.device, dtype=self.dtype)

@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES",
            "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE", "check_positive",
            "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params", "check_finite_array",
-           "check_memory", "memory_bytes"]
+           "check_memory", "memory_bytes", "check_path", "check_xy"]
 
 #: Largest tolerance accepted for a fixed point (``tol``) or a root in ``alpha`` (``xtol``):
 #: a looser one would return the starting point as "converged".
@@ -85,9 +85,10 @@ def check_in_range(name: str, value: float, lo: float, hi: float) -> float:
 
 
 def check_int(name: str, value: int, minimum: int) -> int:
-    """Return ``int(value)`` if it is an integer ``>= minimum``, else raise ``ValueError``."""
+    """Return ``int(value)`` if it is an integer ``>= minimum``, else raise ``ValueError``
+    (a float counts if it holds an integer below ``2**53``, where floats are exact)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        if isinstance(value, (float, np.floating)) and float(value).is_integer() and abs(value) < 2 ** 53:
             value = int(value)
         else:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -142,6 +143,25 @@ def check_finite_array(name: str, value, *, shapes: Sequence[tuple] | None = Non
     return arr
 
 
+def check_path(name: str, value):
+    """``value`` if it is a path (``str`` or ``os.PathLike``), else ``TypeError`` naming ``name``."""
+    import os
+
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or pathlib.Path), got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_xy(x, y) -> tuple:
+    """Inputs and targets ``x, y`` as float64 arrays of one shape ``(n, L, d)``, finite
+    (``TypeError``/``ValueError`` naming them otherwise)."""
+    x = check_finite_array("x", x, shapes=[(None, None, None)])
+    y = check_finite_array("y", y)
+    if y.shape != x.shape:
+        raise ValueError(f"x and y must both have shape (n, L, d); got x {x.shape} and y {y.shape}")
+    return x, y
+
+
 def memory_bytes() -> int:
     """Physical memory of this machine in bytes (16 GiB if it cannot be read)."""
     import os
@@ -176,7 +196,7 @@ def check_memory(name: str, size: float, bytes_per_unit: float, what: str) -> No
 
 def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise ``ValueError``."""
-    if isinstance(value, (dict, list, set)) or value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
 

@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from .params import BRANCHES, DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int
+from .params import BRANCHES, DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int, check_path
 from .sweeps import (Sweep, grid, read_columns, read_provenance, run_sweeps, simulation_spec, spec_key)
 
 __all__ = ["Figure", "FIGURES", "RESULTS_DIR", "get_figure", "figure_specs", "theory_specs", "reproduce",
@@ -455,6 +455,9 @@ def get_figure(name: str) -> Figure:
 def _grid_for(fig: Figure, quick: bool, overrides: dict | None) -> tuple[dict, dict]:
     fixed, axes = dict(fig.fixed), {k: list(v) for k, v in fig.axes.items()}
     changes = dict(fig.quick) if quick else {}
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TypeError(f"overrides must be a dict of grid replacements (e.g. {{'seed': [3, 4]}}) or None, "
+                        f"got {type(overrides).__name__}")
     changes.update({k: v for k, v in (overrides or {}).items() if v is not None})
     for k, v in changes.items():
         if isinstance(v, (list, tuple, np.ndarray)):
@@ -550,7 +553,7 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
     workers = check_int("workers", workers, 1)
     specs = figure_specs(fig.name, quick=quick, overrides=overrides)
     tspecs = theory_specs(fig.name, quick=quick, overrides=overrides) if theory else []
-    out = Path(RESULTS_DIR if out is None else out)
+    out = Path(RESULTS_DIR if out is None else check_path("out", out))
     stem = _stem(fig, quick)
     scale = ("QUICK smoke-test scale (not a result): " if quick else "") + fig.notes
     sweeps = []
@@ -585,7 +588,7 @@ def _cache_path(name: str, table: str, results_dir) -> Path:
     check_choice("table", table, ("runs", "theory"))
     quick = isinstance(name, str) and name.lower().endswith("-quick")
     fig = get_figure(name[: -len("-quick")] if quick else name)
-    base = Path(RESULTS_DIR if results_dir is None else results_dir)
+    base = Path(RESULTS_DIR if results_dir is None else check_path("results_dir", results_dir))
     return base / (_stem(fig, quick) + ("-theory" if table == "theory" else "") + ".csv")
 
 

@@ -89,11 +89,15 @@ def initial_Q(init: str, data: Dataset, r: int = 1, seed: int = 0) -> np.ndarray
 
     Raises
     ------
+    TypeError
+        If ``data`` is not a :class:`~attnlab.data.Dataset`.
     ValueError
-        If ``init`` is unknown or ``r < 1``.
+        If ``init`` is unknown, ``r < 1`` or ``seed`` is not an integer ``>= 0``.
     """
     check_choice("init", init, INITS)
     r = check_int("r (rank)", r, 1)
+    seed = check_int("seed", seed, 0)
+    _check_data(data)
     d = data.d
     Q0 = RANDOM_INIT_SCALE * np.random.default_rng([int(seed), 0x1A17]).standard_normal((d, r))
     if init == "semantic":
@@ -103,10 +107,18 @@ def initial_Q(init: str, data: Dataset, r: int = 1, seed: int = 0) -> np.ndarray
     return Q0
 
 
-def _check_finite(value: float, step: int, method: str, lr) -> None:
+def _check_finite(value: float, step: int, method: str, lr, lam=None) -> None:
+    if step == 0 and not np.isfinite(value):  # nothing has moved yet: an input problem
+        raise ValueError(f"the risk at the initial Q is {value} (float overflow): lambda (lam) = {lam} or the data "
+                         "are too large")
     if not np.isfinite(value):
-        hint = f" with lr={lr}; try a smaller --lr" if lr is not None else ""
+        hint = f" with lr={lr}, lambda (lam)={lam}; try a smaller --lr" if lr is not None else f" (lambda (lam)={lam})"
         raise TrainingDivergedError(f"{method} diverged at step {step}: the risk became {value}{hint}")
+
+
+def _check_data(data) -> None:
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an attnlab.data.Dataset (see attnlab.make_problem), got {type(data).__name__}")
 
 
 def check_training_args(*, method="gd", init="random", steps=None, lr=None, gtol=1e-9, seed=0, dtype="float64",
@@ -187,10 +199,10 @@ def minimize_risk(data: Dataset, lam: float, *, init: str = "random", method: st
         non-finite entries or not of shape ``(d,)`` or ``(d, r)``, or an
         unavailable ``device``.
     TrainingDivergedError
-        If the risk becomes NaN or infinite.
+        If the risk becomes NaN or infinite during training (``ValueError`` if it is
+        already at the initial ``Q``, e.g. a huge ``lam``).
     """
-    if not isinstance(data, Dataset):
-        raise TypeError(f"data must be an attnlab.data.Dataset (see attnlab.make_problem), got {type(data).__name__}")
+    _check_data(data)
     kw = check_training_args(method=method, init=init, steps=steps, lr=lr, gtol=gtol, seed=seed, dtype=dtype,
                              device=device)
     method, init, steps, lr, gtol, seed = (kw[k] for k in ("method", "init", "steps", "lr", "gtol", "seed"))
@@ -219,7 +231,7 @@ def _first_order_loop(risk, Q, steps, lr, gtol, size, progress, update, name, es
     try:
         for step in range(steps + 1):
             R, g = risk.value_and_grad(Q)
-            _check_finite(R, step, name, lr)
+            _check_finite(R, step, name, lr, risk.lam)
             history.append(R)
             g_rms = float(g.norm()) / np.sqrt(size)
             g_max = max(g_max, g_rms)
@@ -279,7 +291,7 @@ def _run_lbfgs(risk, Q, steps, lr, gtol, size, progress):
     def fun(v):
         Qt = torch.as_tensor(v, dtype=risk.dtype, device=risk.device).reshape(shape)
         R, g = risk.value_and_grad(Qt)
-        _check_finite(R, len(history), "lbfgs", None)
+        _check_finite(R, len(history), "lbfgs", None, risk.lam)
         return R, g.double().cpu().numpy().ravel()
 
     bar = tqdm(total=steps, desc="lbfgs", disable=not progress, leave=False)

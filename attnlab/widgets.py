@@ -366,7 +366,11 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
                    sigma=_slider("σ (token std)", sigma, 0.35, 0.8, 0.05, name="sigma"),
                    lam=_slider("λ (ridge)", lam, 0.005, 0.05, 0.005, ".3f", name="lam"),
                    alpha=_slider("α = n/d", alpha, 0.2, 3.0, 0.05, name="alpha"))
-    ModelParams(A=A)  # an invalid A fails here, not at the first draw
+    ModelParams(A=A)  # an invalid A or quad fails here, not at the first draw
+    if quad is not None:
+        from .theory.solver import check_quadrature
+
+        check_quadrature(quad)
 
     def draw(omega, sigma, lam, alpha):
         params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A)

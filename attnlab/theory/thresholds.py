@@ -39,7 +39,18 @@ def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
     converged to machine precision for ``sigma <= 1``).
 
     Source: Cui et al. 2024, Sec. 4 (linear baseline).
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is not a ``ModelParams``.
+    ValueError
+        If ``order`` is not an integer in ``[2, 1000]``.
     """
+    check_params(params)
+    order = check_int("order", order, 2)
+    if order > 1000:
+        raise ValueError(f"order must be an integer in [2, 1000], got {order!r}")
     x, w = hermegauss(order)
     w = w / w.sum()
     h1, h2 = np.meshgrid(params.sigma * x, params.sigma * x, indexing="ij")
