@@ -62,10 +62,19 @@ def _names(option, dest):
     return names
 
 
-@pytest.mark.parametrize("command,option,dest,value", CLI_CASES,
-                         ids=[f"{c}{' ' + o if o else ''}={v!r}" for c, o, d, v in CLI_CASES])
-def test_cli_fuzz(capsys, stub_compute, tmp_path, monkeypatch, command, option, dest, value):
+CLI_GROUPS = sorted({(c, o, d) for c, o, d, v in CLI_CASES}, key=str)
+
+
+@pytest.mark.parametrize("command,option,dest", CLI_GROUPS, ids=[f"{c}{' ' + o if o else ''}" for c, o, d in CLI_GROUPS])
+def test_cli_fuzz(capsys, stub_compute, tmp_path, monkeypatch, command, option, dest):
+    """Each value of CLI_VALUES for one option (one case each in the count)."""
     monkeypatch.chdir(tmp_path)
+    failures = [f for value in CLI_VALUES if (f := _cli_case(capsys, command, option, dest, value))]
+    assert not failures, "\n".join(failures)
+
+
+def _cli_case(capsys, command, option, dest, value):
+    """``None`` if ``attnlab COMMAND ... OPTION=VALUE`` behaves, else what went wrong."""
     argv = [command] + CLI_BASE[command]
     if option is None:  # the positional argument (reproduce FIGURE)
         argv[1] = value
@@ -78,15 +87,18 @@ def test_cli_fuzz(capsys, stub_compute, tmp_path, monkeypatch, command, option, 
     except Reached:
         code = None  # accepted: the computation would start
     out, err = capsys.readouterr()
-    assert "Traceback" not in err
+    if "Traceback" in err:
+        return f"{argv}: traceback {err}"
     if code is None or code == 0:
         must = value in CLI_MUST_REJECT and option not in CLI_FREE_TEXT
-        assert not must, f"{argv} accepted {value!r}"
-        return
+        return f"{argv} accepted {value!r}" if must else None
     lines = err.strip().splitlines()
-    assert code in (1, 2) and len(lines) == 1 and lines[0].startswith("attnlab"), err
+    if not (code in (1, 2) and len(lines) == 1 and lines[0].startswith("attnlab")):
+        return f"{argv}: exit {code}, stderr {err!r}"
     names = _names(option, dest) | ({f"unrecognized arguments: {value}"} if option is None else set())
-    assert any(n in lines[0] for n in names), f"message does not name {option or dest}: {lines[0]}"
+    if not any(n in lines[0] for n in names):
+        return f"{argv}: message does not name {option or dest}: {lines[0]}"
+    return None
 
 
 def _no_nan_json(text: str) -> dict:
@@ -177,32 +189,53 @@ ALIASES = {"lam": ("lambda",), "r": ("rank",), "alphas": ("alpha",), "omegas": (
            "data": ("Dataset",)}
 
 
+def _default(path, name):
+    module, attr = path.rsplit(".", 1)
+    obj = getattr(__import__(module, fromlist=[attr]), attr)
+    param = inspect.signature(obj).parameters.get(name)
+    return inspect.Parameter.empty if param is None else param.default
+
+
 def _show(v):
     return f"ndarray{v.shape}" if isinstance(v, np.ndarray) else repr(v)
 
 
-@pytest.mark.parametrize("path,base,name,index", API_CASES,
-                         ids=[f"{p.rsplit('.', 1)[1]}-{n}={_show(API_VALUES[i])}" for p, b, n, i in API_CASES])
-def test_api_fuzz(stub_compute, tmp_path, monkeypatch, path, base, name, index):
+API_GROUPS = [(path, base, name) for path, base, names in API for name in names]
+
+
+@pytest.mark.parametrize("path,base,name", API_GROUPS, ids=[f"{p.rsplit('.', 1)[1]}-{n}" for p, b, n in API_GROUPS])
+def test_api_fuzz(stub_compute, tmp_path, monkeypatch, path, base, name):
+    """Each value of API_VALUES for one parameter (one case each in the count)."""
     monkeypatch.chdir(tmp_path)
-    value = API_VALUES[index]
-    func = _lazy(path)
-    kwargs = {k: (v() if callable(v) and k == "data" else v) for k, v in base.items()}
-    kwargs[name] = value
+    failures = [f for index in range(len(API_VALUES)) if (f := _api_case(path, base, name, index))]
+    assert not failures, "\n".join(failures)
+
+
+def _api_case(path, base, name, index):
+    """``None`` if ``entry(name=API_VALUES[index], **base)`` behaves, else what went wrong."""
     from attnlab.theory import StateEvolutionError
     from attnlab.training import TrainingDivergedError
 
+    value = API_VALUES[index]
+    if value is None and _default(path, name) is None:
+        return None  # None is the documented default (e.g. the method's step budget): not a fuzz value
+    kwargs = {k: (v() if callable(v) and k == "data" else v) for k, v in base.items()}
+    kwargs[name] = value
+    call = f"{path}({name}={_show(value)})"
     try:
-        func(**kwargs)
+        _lazy(path)(**kwargs)
     except Reached:
         pass  # accepted, the computation would start
     except (TypeError, ValueError, TrainingDivergedError, StateEvolutionError) as exc:  # (the last two: reported
         # failures of valid input, e.g. lr = 1e308 diverges)
         msg = str(exc)
-        assert any(n in msg for n in (name, *ALIASES.get(name, ()))), f"message does not name {name}: {msg}"
-        return
+        if not any(n in msg for n in (name, *ALIASES.get(name, ()))):
+            return f"{call}: message does not name {name}: {msg}"
+        return None
+    except Exception as exc:  # noqa: BLE001 - any other exception is a failure of this test
+        return f"{call}: {type(exc).__name__}: {exc}"
     must = index in API_MUST_REJECT and not (name in API_FREE_TEXT and isinstance(value, str))
-    assert not must, f"{path}({name}={_show(value)}) was accepted"
+    return f"{call} was accepted" if must else None
 
 
 def test_fuzz_counts():
