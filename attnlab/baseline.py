@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import check_positive
+from .params import check_positive, check_xy
 
 __all__ = ["fit_linear_baseline"]
 
@@ -37,14 +37,15 @@ def fit_linear_baseline(x, y, lam: float = 0.0) -> np.ndarray:
     Raises
     ------
     ValueError
-        If shapes disagree or ``lam < 0``.
+        If ``x`` is not of shape ``(n, L, d)``, ``y`` not of the shape of ``x``,
+        either has a non-finite entry, or ``lam < 0``.
     """
     lam = check_positive("lam", lam, strict=False)
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if x.ndim != 3 or x.shape != y.shape:
-        raise ValueError(f"x and y must both have shape (n, L, d); got {x.shape} and {y.shape}")
+    x, y = check_xy(x, y)
     d = x.shape[2]
     G = np.einsum("nld,nkd->lk", x, x) / d
     C = np.einsum("nld,nkd->lk", y, x) / d
-    return np.linalg.solve((G + lam * np.eye(G.shape[0])).T, C.T).T
+    try:
+        return np.linalg.solve((G + lam * np.eye(G.shape[0])).T, C.T).T
+    except np.linalg.LinAlgError:
+        raise ValueError(f"the Gram matrix of x is singular with lam={lam}: lam must be > 0 for these data") from None

@@ -1,7 +1,9 @@
 """Command-line interface: ``attnlab train | theory | transition | phase-diagram | counting``.
 
 Every sub-command prints a readable summary, or one JSON object with ``--json``.
-Invalid input prints one line ``attnlab: error: ...`` and exits with code 2.
+Invalid input prints one line ``attnlab: error: ...`` and exits with code 2; a
+problem of the environment (an output folder that cannot be written, a missing
+optional package, SIGTERM or Ctrl-C) one line and exit code 1.
 """
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import argparse
 import importlib
 import json
 import math
+import signal
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 from .params import DEFAULT_A, INITS, METHODS, ModelParams
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "check_output"]
 
 
 def _parse_A(text: str):
@@ -42,6 +47,38 @@ def params_from_args(args, rank: int = 1) -> ModelParams:
     return ModelParams(sigma=args.sigma, lam=args.lam, omega=args.omega, A=args.A, r=rank)
 
 
+def check_output(option: str, path, *, folder: bool) -> Path:
+    """Check, before any computing, that ``path`` can be written: a folder (created if
+    missing) when ``folder``, else a file in an existing folder.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` (or a parent) is an existing file where a folder is needed, the
+        file's folder does not exist, or ``path`` is a folder where a file is needed
+        (an input error: exit code 2).
+    OSError
+        If the folder cannot be created or written (e.g. read-only; exit code 1).
+    """
+    path = Path(path)
+    where = path if folder else path.parent
+    for p in (where, *where.parents):
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"{option}: {str(p)!r} is a file, not a folder")
+    if not folder:
+        if path.is_dir():
+            raise ValueError(f"{option}: {str(path)!r} is a folder; give a file name")
+        if not where.is_dir():
+            raise ValueError(f"{option}: folder {str(where)!r} does not exist")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".attnlab-write-test-"):
+            pass
+    except OSError as exc:
+        raise OSError(f"{option}: cannot write to {str(where)!r} ({exc.strerror or exc})") from None
+    return path
+
+
 def _cmd_train(args) -> dict:
     from .simulation import run_simulation
 
@@ -49,6 +86,9 @@ def _cmd_train(args) -> dict:
     res = run_simulation(params, args.alpha, args.d, init=args.init, seed=args.seed, method=args.method,
                          steps=args.steps, lr=args.lr, n_test=args.n_test, dtype=args.dtype,
                          device=args.device, progress=not (args.json or args.no_progress))
+    if not res.converged:  # the budget asked for ended first: a result, with a warning (exit 3 with --strict)
+        warnings.warn(f"not converged: {res.steps} steps of {res.method} ended with gradient rms {res.grad_rms:.2g} "
+                      f"> gtol 1e-9 (converged: false; more --steps or --method lbfgs to converge)", RuntimeWarning)
     return res.to_dict()
 
 
@@ -68,6 +108,8 @@ def _add_train(sub) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--strict", action="store_true",
+                   help="exit with code 3 if the optimiser did not converge (default: exit 0 with a warning)")
     p.set_defaults(func=_cmd_train)
 
 
@@ -124,31 +166,77 @@ def _json_safe(value):
     return value
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _print_warnings(caught) -> None:
+    """One line per distinct warning message (a repeated one with its count)."""
+    counts: dict = {}
+    for w in caught:
+        counts[str(w.message)] = counts.get(str(w.message), 0) + 1
+    for message, n in counts.items():
+        print(f"attnlab: warning: {message}" + (f" (x{n})" if n > 1 else ""), file=sys.stderr)
+
+
 def main(argv=None) -> int:
-    """Run the CLI; returns the process exit code: 0 success, 1 failure, 2 invalid
-    input, 3 result printed but not converged (``"converged": false``). Warnings are
-    printed on one line each (``attnlab: warning: ...``) to stderr."""
+    """Run the CLI; returns the process exit code: 0 success (also a ``train`` run
+    whose step budget ended before convergence: ``"converged": false`` and a warning),
+    1 failure or a problem of the environment (an unwritable output, a missing
+    package, SIGTERM/Ctrl-C), 2 invalid input, 3 result printed but not converged
+    (a state-evolution fixed point; ``train --strict``). Warnings are printed on one
+    line each (``attnlab: warning: ...``) to stderr."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    # SIGTERM (a killed job) unwinds like Ctrl-C: sweeps cancel pending runs and leave consistent files
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # (also while importing)
+        print(f"attnlab: error: interrupted by {exc or 'SIGINT'}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_in(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt that caused ``exc`` (e.g. SIGTERM inside a compiled
+    numba function surfaces as a SystemError), or ``None``."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _main(argv) -> int:
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = args.func(args)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             print(f"attnlab: error: {exc}", file=sys.stderr)
             return 2
+        except (OSError, ImportError) as exc:
+            print(f"attnlab: error: {exc}", file=sys.stderr)
+            return 1
         except RuntimeError as exc:
             print(f"attnlab: failed: {exc}", file=sys.stderr)
             return 1
+        except SystemError as exc:
+            if _interrupt_in(exc) is not None:
+                raise _interrupt_in(exc) from None
+            print(f"attnlab: failed: {exc}", file=sys.stderr)
+            return 1
         finally:
-            for w in caught:
-                print(f"attnlab: warning: {w.message}", file=sys.stderr)
+            _print_warnings(caught)
     if getattr(args, "json", False):
         print(json.dumps(_json_safe(result), allow_nan=False))
     else:
         _print_summary(result)
-    return 3 if isinstance(result, dict) and result.get("converged") is False else 0
+    not_converged = isinstance(result, dict) and result.get("converged") is False
+    return 3 if not_converged and getattr(args, "strict", True) else 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from .objective import resolve_device
 from .params import check_choice, check_int, check_positive
+from .training import TrainingDivergedError
 
 __all__ = ["ATTENTION_MODES", "DEFAULTS", "CountingTransformer", "CountingResult",
            "make_counting_data", "count_labels", "attention_maps", "semantic_score",
@@ -64,6 +65,15 @@ def count_labels(tokens: torch.Tensor) -> torch.Tensor:
     """
     tokens = torch.as_tensor(tokens)
     return (tokens[:, :, None] == tokens[:, None, :]).sum(-1).long()
+
+
+def _check_model_sizes(L, T, d_model, d_hidden) -> tuple:
+    """``(L, T, d_model, d_hidden)`` checked: ``L >= 2``, ``T >= 1``, even ``d_model >= 2``, ``d_hidden >= 1``."""
+    L, T = check_int("L", L, 2), check_int("T", T, 1)
+    d_model = check_int("d_model", d_model, 2)
+    if d_model % 2:
+        raise ValueError(f"d_model must be an even integer >= 2, got {d_model!r}")
+    return L, T, d_model, check_int("d_hidden", d_hidden, 1)
 
 
 def make_counting_data(n: int, L: int = 10, T: int = 15, seed: int = 0):
@@ -143,12 +153,7 @@ class CountingTransformer(nn.Module):
     def __init__(self, L: int = 10, T: int = 15, d_model: int = 64, d_hidden: int = 128,
                  attention: str = "both"):
         super().__init__()
-        self.L = check_int("L", L, 2)
-        self.T = check_int("T", T, 1)
-        self.d_model = check_int("d_model", d_model, 2)
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be an even integer >= 2, got {d_model!r}")
-        self.d_hidden = check_int("d_hidden", d_hidden, 1)
+        self.L, self.T, self.d_model, self.d_hidden = _check_model_sizes(L, T, d_model, d_hidden)
         self.attention = check_choice("attention", attention, ATTENTION_MODES)
         half = self.d_model // 2
         self.half = half
@@ -455,6 +460,9 @@ def train_counting(attention: str = "both", seed: int = 0, *, L: int = DEFAULTS[
         On an unknown ``attention``, a non-positive size, ``lr`` or
         ``num_threads``, or an unavailable ``device``; the message names the
         parameter.
+    attnlab.training.TrainingDivergedError
+        (a ``RuntimeError``) If a training or the test loss is not finite (e.g. too
+        large an ``lr``).
     """
     attention = check_choice("attention", attention, ATTENTION_MODES)
     seed = check_int("seed", seed, 0)
@@ -463,6 +471,7 @@ def train_counting(attention: str = "both", seed: int = 0, *, L: int = DEFAULTS[
     epochs = check_int("epochs", epochs, 1)
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_positive("lr", lr)
+    _check_model_sizes(L, T, d_model, d_hidden)
     dev = resolve_device(device)
     old_threads = torch.get_num_threads()
     if num_threads is not None:
@@ -503,6 +512,9 @@ def _train(attention, seed, L, T, d_model, d_hidden, n_train, n_test, epochs, ba
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if not math.isfinite(float(loss.detach())):
+                    raise TrainingDivergedError(f"counting training diverged in epoch {len(losses) + 1}, batch {b + 1}: "
+                                                f"the loss became {float(loss.detach())} with lr={lr}; try a smaller --lr")
                 ep_loss += float(loss.detach()) * lab.numel()
                 ep_correct += int((logits.detach().argmax(-1) == lab).sum())
                 bar.update(1)
@@ -514,6 +526,8 @@ def _train(attention, seed, L, T, d_model, d_hidden, n_train, n_test, epochs, ba
         bar.close()
     model.eval()
     test_loss, test_acc = evaluate(model, x_test, y_test)
+    if not math.isfinite(test_loss):
+        raise TrainingDivergedError(f"counting training diverged: the test loss is {test_loss} with lr={lr}")
     score = semantic_score(model, x_test)
     seconds = time.perf_counter() - t0
     config = dict(L=model.L, T=model.T, d_model=model.d_model, d_hidden=model.d_hidden,

@@ -11,12 +11,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import teacher_output
-from .params import TEACHERS, ModelParams, check_choice, check_int, check_positive
+from .params import (TEACHERS, ModelParams, check_choice, check_finite_array, check_int, check_memory, check_params,
+                     check_positive)
 
 __all__ = ["positional_encodings", "sample_teacher", "Dataset", "sample_dataset",
            "make_problem", "n_samples"]
 
 _DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def _dtype_name(dtype) -> str:
+    """``"float64"`` for ``np.float64``, ``"float64"``, ...; the repr of anything that is no dtype."""
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return repr(dtype)
 
 
 def positional_encodings(L: int, d: int, dtype="float64") -> np.ndarray:
@@ -42,7 +51,7 @@ def positional_encodings(L: int, d: int, dtype="float64") -> np.ndarray:
     """
     L = check_int("L", L, 2)
     d = check_int("d", d, 2)
-    dt = _DTYPES[check_choice("dtype", str(np.dtype(dtype)), list(_DTYPES))]
+    dt = _DTYPES[check_choice("dtype", _dtype_name(dtype), list(_DTYPES))]
     if L == 2:
         P = np.ones((2, d)) / np.sqrt(d)
         P[1] *= -1.0
@@ -74,7 +83,7 @@ def sample_teacher(d: int, seed: int, teacher: str = "gaussian") -> np.ndarray:
     """
     d = check_int("d", d, 2)
     teacher = check_choice("teacher", teacher, TEACHERS)
-    Qstar = np.random.default_rng([int(seed), 0x7EAC]).standard_normal(d)
+    Qstar = np.random.default_rng([check_int("seed", seed, 0), 0x7EAC]).standard_normal(d)
     if teacher == "exact-norm":
         Qstar *= np.sqrt(d) / np.linalg.norm(Qstar)
     return Qstar
@@ -156,16 +165,22 @@ def sample_dataset(params: ModelParams, n: int, d: int, *, Qstar=None, seed: int
     Raises
     ------
     ValueError
-        If ``n < 1``, ``d < 2``, ``Qstar`` has the wrong shape or ``dtype`` is unknown.
+        If ``n < 1``, ``d < 2``, ``seed`` or ``stream`` is not an integer ``>= 0``,
+        ``Qstar`` has the wrong shape or a non-finite entry, ``dtype`` is unknown, or
+        the data would need more than half of this machine's memory.
+    TypeError
+        If ``params`` is not a :class:`~attnlab.params.ModelParams`.
     """
+    check_params(params)
     n = check_int("n", n, 1)
     d = check_int("d", d, 2)
-    dt = _DTYPES[check_choice("dtype", str(np.dtype(dtype)), list(_DTYPES))]
+    check_memory("d", d, params.L * BYTES_PER_ENTRY, f"one sequence of {params.L} tokens")
+    check_memory("n", n, params.L * d * BYTES_PER_ENTRY, f"{n} sequences of {params.L} tokens in dimension d = {d}")
+    seed, stream = check_int("seed", seed, 0), check_int("stream", stream, 0)
+    dt = _DTYPES[check_choice("dtype", _dtype_name(dtype), list(_DTYPES))]
     if Qstar is None:
         Qstar = sample_teacher(d, seed)
-    Qstar = np.asarray(Qstar, dtype=np.float64)
-    if Qstar.shape != (d,):
-        raise ValueError(f"Qstar must have shape ({d},), got {Qstar.shape}")
+    Qstar = check_finite_array("Qstar", Qstar, shapes=[(d,)])
     rng = np.random.default_rng([int(seed), 0xDA7A, int(stream)])
     z = params.sigma * rng.standard_normal((n, params.L, d))
     P = positional_encodings(params.L, d)
@@ -175,16 +190,26 @@ def sample_dataset(params: ModelParams, n: int, d: int, *, Qstar=None, seed: int
                    P=P.astype(dt), params=params, seed=int(seed))
 
 
-def n_samples(alpha: float, d: int) -> int:
+#: Bytes per entry ``(sample, token, dimension)`` of a training set and its risk: ``z, x, y``
+#: in float64 and their copies (in the dtype asked for, and in :class:`~attnlab.objective.AttentionRisk`).
+BYTES_PER_ENTRY = 6 * 8
+
+
+def n_samples(alpha: float, d: int, L: int = 2) -> int:
     """Number of samples ``n = round(alpha * d)`` (at least 1) for sample complexity ``alpha``.
 
     Raises
     ------
     ValueError
-        If ``alpha <= 0`` or ``d < 2``.
+        If ``alpha <= 0``, ``d < 2`` or the training set of ``L``-token sequences
+        would need more than half of this machine's memory (``alpha * d`` too large;
+        the limit is in the message).
     """
     alpha = check_positive("alpha", alpha)
     d = check_int("d", d, 2)
+    check_memory("d", d, L * BYTES_PER_ENTRY, f"one sequence of {L} tokens")
+    check_memory("alpha * d (the number of samples n)", alpha * d, L * d * BYTES_PER_ENTRY,
+                 f"the training set (alpha = {alpha:g}, d = {d}: n sequences of {L} tokens in dimension d)")
     return max(1, int(round(alpha * d)))
 
 
@@ -213,7 +238,10 @@ def make_problem(params: ModelParams, alpha: float, d: int, *, seed: int = 0,
     Raises
     ------
     ValueError
-        If ``alpha <= 0`` or ``d < 2``.
+        If ``alpha <= 0``, ``d < 2``, ``alpha * d`` too large for the memory, or
+        another argument invalid (see :func:`sample_dataset`).
     """
-    n = n_samples(alpha, d)
+    check_params(params)
+    check_choice("teacher", teacher, TEACHERS)
+    n = n_samples(alpha, d, params.L)
     return sample_dataset(params, n, d, Qstar=sample_teacher(d, seed), seed=seed, dtype=dtype)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .params import check_finite_array
+
 __all__ = ["Extrapolation", "extrapolate", "extrapolate_runs", "crossing"]
 
 
@@ -72,12 +74,14 @@ def extrapolate(d, y) -> Extrapolation:
 
     Raises
     ------
+    TypeError
+        If ``d`` or ``y`` is not a real numeric array.
     ValueError
         If ``d`` and ``y`` differ in length, are empty, or hold non-finite values or ``d < 1``.
     """
-    d = np.asarray(d, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if d.shape != y.shape or d.ndim != 1 or d.size == 0:
+    d = check_finite_array("d", d, shapes=[(None,)])
+    y = check_finite_array("y", y, shapes=[d.shape])
+    if d.size == 0:
         raise ValueError(f"d and y must be 1-d arrays of one length >= 1, got shapes {d.shape} and {y.shape}")
     if not (np.all(np.isfinite(d)) and np.all(np.isfinite(y)) and np.all(d >= 1)):
         raise ValueError("d must be finite and >= 1 and y finite")

@@ -13,7 +13,7 @@ import torch
 
 from .data import positional_encodings, sample_dataset
 from .objective import AttentionRisk
-from .params import ModelParams, check_int
+from .params import ModelParams, check_finite_array, check_int, check_memory, check_params
 
 __all__ = ["Overlaps", "overlaps", "canonical_sign", "generalization_error"]
 
@@ -38,7 +38,7 @@ class Overlaps:
 
 
 def _as_matrix(Q) -> np.ndarray:
-    Q = Q.detach().cpu().numpy() if isinstance(Q, torch.Tensor) else np.asarray(Q, dtype=float)
+    Q = check_finite_array("Q", Q, shapes=[(None,), (None, None)])
     return Q[:, None] if Q.ndim == 1 else Q
 
 
@@ -54,8 +54,8 @@ def overlaps(Q, Qstar, P=None) -> Overlaps:
     """
     Qm = _as_matrix(Q)
     d = Qm.shape[0]
-    Qstar = np.asarray(Qstar, dtype=float)
-    P = positional_encodings(2, d) if P is None else np.asarray(P, dtype=float)
+    Qstar = check_finite_array("Qstar", Qstar, shapes=[(d,)])
+    P = positional_encodings(2, d) if P is None else check_finite_array("P", P, shapes=[(None, d)])
     m = P[0] @ Qm / np.sqrt(d)
     theta = Qstar @ Qm / d
     return Overlaps(m=m, theta=theta, qnorm=float((Qm ** 2).sum() / d))
@@ -77,6 +77,18 @@ def canonical_sign(Q, Qstar, P=None) -> np.ndarray:
     ov = overlaps(Qm, Qstar, P)
     lead = np.where(np.abs(ov.m) >= np.abs(ov.theta), ov.m, ov.theta)
     return Qm * np.where(lead < 0, -1.0, 1.0)[None, :]
+
+
+#: Bytes per test sample of :func:`generalization_error` (its loss, and the copy concatenating them).
+BYTES_PER_TEST_SAMPLE = 16
+
+
+def check_n_test(n_test) -> int:
+    """``n_test`` if it is an integer ``>= 2`` whose losses fit in half of this machine's
+    memory, else ``ValueError`` naming ``n_test`` and the limit."""
+    n_test = check_int("n_test", n_test, 2)
+    check_memory("n_test", n_test, BYTES_PER_TEST_SAMPLE, "the test losses")
+    return n_test
 
 
 def generalization_error(Q, params: ModelParams, Qstar, *, n_test: int = 20_000, seed: int = 0,
@@ -109,11 +121,22 @@ def generalization_error(Q, params: ModelParams, Qstar, *, n_test: int = 20_000,
     eps_g : float
     sem : float
         Standard error of the mean over the test samples.
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is not a ``ModelParams`` or ``Q``, ``Qstar``, ``B`` are not real arrays.
+    ValueError
+        If ``Q``, ``Qstar`` or ``B`` has a non-finite entry or the wrong shape, ``n_test`` is
+        not an integer ``>= 2`` or too large for the memory, or ``chunk < 1``.
     """
-    n_test = check_int("n_test", n_test, 2)
+    check_params(params)
+    n_test = check_n_test(n_test)
     chunk = check_int("chunk", chunk, 1)
     Qm = _as_matrix(Q)
     d = Qm.shape[0]
+    if B is not None:
+        B = check_finite_array("B", B, shapes=[(params.L, params.L)])
     losses = []
     for k, start in enumerate(range(0, n_test, chunk)):
         size = min(chunk, n_test - start)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .attention import softmax_attention
+from .params import check_choice, check_positive, check_xy
 
 __all__ = ["AttentionRisk", "resolve_device", "TORCH_DTYPES"]
 
@@ -50,6 +51,12 @@ class AttentionRisk:
     dtype : {"float64", "float32"}
         Precision of the computation.
 
+    Raises
+    ------
+    ValueError
+        If ``x`` or ``y`` has a non-finite entry, ``x`` is not of shape ``(n, L, d)``
+        or ``y`` not of the shape of ``x``, ``lam < 0``, or ``dtype``/``device`` is unknown.
+
     Notes
     -----
     The per-sample sufficient statistics ``G = X X^T``, ``C^T = Y X^T`` (shape
@@ -58,11 +65,10 @@ class AttentionRisk:
 
     def __init__(self, x, y, lam: float, device="cpu", dtype="float64"):
         self.device = resolve_device(device)
-        self.dtype = TORCH_DTYPES[dtype] if isinstance(dtype, str) else dtype
-        x64 = torch.as_tensor(np.asarray(x), dtype=torch.float64)
-        y64 = torch.as_tensor(np.asarray(y), dtype=torch.float64)
-        if x64.ndim != 3 or x64.shape != y64.shape:
-            raise ValueError(f"x and y must both have shape (n, L, d); got {tuple(x64.shape)} and {tuple(y64.shape)}")
+        self.dtype = TORCH_DTYPES[check_choice("dtype", dtype, tuple(TORCH_DTYPES))] if not isinstance(
+            dtype, torch.dtype) else dtype
+        lam = check_positive("lambda (lam)", lam, strict=False)
+        x64, y64 = (torch.as_tensor(a, dtype=torch.float64) for a in check_xy(x, y))
         self.n, self.L, self.d = x64.shape
         self.lam = float(lam)
         kw = dict(device=self.device, dtype=self.dtype)

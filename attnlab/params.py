@@ -12,8 +12,13 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES",
-           "POSITIONAL_INIT_SCALE", "check_positive",
-           "check_in_range", "check_choice", "check_int"]
+           "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE", "check_positive",
+           "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params", "check_finite_array",
+           "check_memory", "memory_bytes", "check_path", "check_xy"]
+
+#: Largest tolerance accepted for a fixed point (``tol``) or a root in ``alpha`` (``xtol``):
+#: a looser one would return the starting point as "converged".
+MAX_TOLERANCE = 1e-2
 
 #: Default positional attention matrix of the teacher (paper, Sec. 4).
 DEFAULT_A = ((0.6, 0.4), (0.4, 0.6))
@@ -32,6 +37,17 @@ POSITIONAL_INIT_SCALE = 0.5
 TEACHERS = ("gaussian", "exact-norm")
 
 
+def _real(name: str, value, allowed: str) -> float:
+    """``float(value)`` for a real number; ``TypeError`` for a bool, a string, a complex
+    number or a non-number, naming ``name`` and the ``allowed`` range."""
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)) or value is None:
+        raise TypeError(f"{name} must be a real number in {allowed}, got {value!r} ({type(value).__name__})")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number in {allowed}, got {value!r} ({type(value).__name__})") from None
+
+
 def check_positive(name: str, value: float, *, strict: bool = True) -> float:
     """Return ``float(value)`` or raise ``ValueError`` naming ``name``.
 
@@ -46,35 +62,33 @@ def check_positive(name: str, value: float, *, strict: bool = True) -> float:
 
     Raises
     ------
+    TypeError
+        If ``value`` is not a real number (a bool, a string, a complex number).
     ValueError
         If ``value`` is not a finite number in the allowed range.
     """
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    rng = "(0, inf)" if strict else "[0, inf)"
+    v = _real(name, value, rng)
     ok = np.isfinite(v) and (v > 0 if strict else v >= 0)
     if not ok:
-        rng = "(0, inf)" if strict else "[0, inf)"
         raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
     return v
 
 
 def check_in_range(name: str, value: float, lo: float, hi: float) -> float:
-    """Return ``float(value)`` if ``lo <= value <= hi``, else raise ``ValueError``."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    """Return ``float(value)`` if ``lo <= value <= hi``, else raise ``ValueError``
+    (``TypeError`` if it is not a real number)."""
+    v = _real(name, value, f"[{lo}, {hi}]")
     if not (np.isfinite(v) and lo <= v <= hi):
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
     return v
 
 
 def check_int(name: str, value: int, minimum: int) -> int:
-    """Return ``int(value)`` if it is an integer ``>= minimum``, else raise ``ValueError``."""
+    """Return ``int(value)`` if it is an integer ``>= minimum``, else raise ``ValueError``
+    (a float counts if it holds an integer below ``2**53``, where floats are exact)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        if isinstance(value, (float, np.floating)) and float(value).is_integer() and abs(value) < 2 ** 53:
             value = int(value)
         else:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -83,14 +97,113 @@ def check_int(name: str, value: int, minimum: int) -> int:
     return int(value)
 
 
+def check_tolerance(name: str, value: float, maximum: float = MAX_TOLERANCE) -> float:
+    """Return ``float(value)`` if it is a tolerance in ``(0, maximum]``, else raise
+    ``ValueError`` (``TypeError`` if it is not a real number) naming ``name``."""
+    v = _real(name, value, f"(0, {maximum:g}]")
+    if not (np.isfinite(v) and 0 < v <= maximum):
+        raise ValueError(f"{name} must be in (0, {maximum:g}], got {value!r}")
+    return v
+
+
+def check_params(params, name: str = "params") -> "ModelParams":
+    """Return ``params`` if it is a :class:`ModelParams`, else raise ``TypeError``."""
+    if not isinstance(params, ModelParams):
+        raise TypeError(f"{name} must be an attnlab.ModelParams (e.g. ModelParams(sigma=0.5, lam=0.01, omega=0.3)), "
+                        f"got {type(params).__name__}")
+    return params
+
+
+def check_finite_array(name: str, value, *, shapes: Sequence[tuple] | None = None) -> np.ndarray:
+    """``value`` as a float64 array, checked: real, finite and (if ``shapes`` is given,
+    ``None`` a free size) of one of ``shapes``.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is complex or not numeric.
+    ValueError
+        If it has a non-finite entry or the wrong shape.
+    """
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    if np.iscomplexobj(value):
+        raise TypeError(f"{name} must be a real array, got a complex one")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real numeric array, got {type(value).__name__}") from None
+    if shapes is not None and not any(len(s) == arr.ndim and all(a is None or a == b for a, b in zip(s, arr.shape))
+                                      for s in shapes):
+        want = " or ".join(str(tuple("n" if a is None else a for a in s)).replace("'", "") for s in shapes)
+        raise ValueError(f"{name} must have shape {want}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (no NaN or inf), got {np.size(arr) - np.isfinite(arr).sum()} "
+                         "non-finite entries")
+    return arr
+
+
+def check_path(name: str, value):
+    """``value`` if it is a path (``str`` or ``os.PathLike``), else ``TypeError`` naming ``name``."""
+    import os
+
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or pathlib.Path), got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_xy(x, y) -> tuple:
+    """Inputs and targets ``x, y`` as float64 arrays of one shape ``(n, L, d)``, finite
+    (``TypeError``/``ValueError`` naming them otherwise)."""
+    x = check_finite_array("x", x, shapes=[(None, None, None)])
+    y = check_finite_array("y", y)
+    if y.shape != x.shape:
+        raise ValueError(f"x and y must both have shape (n, L, d); got x {x.shape} and y {y.shape}")
+    return x, y
+
+
+def memory_bytes() -> int:
+    """Physical memory of this machine in bytes (16 GiB if it cannot be read)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2 ** 30
+
+
+def check_memory(name: str, size: float, bytes_per_unit: float, what: str) -> None:
+    """Raise ``ValueError`` naming ``name`` if ``size`` units of ``bytes_per_unit`` bytes
+    need more than half of this machine's memory (the limit is stated in the message).
+
+    Parameters
+    ----------
+    name : str
+        The parameter(s) that set ``size`` (e.g. ``"alpha * d"``).
+    size : float
+        Number of units (e.g. ``n * d``).
+    bytes_per_unit : float
+        Memory per unit.
+    what : str
+        What the memory holds, for the message.
+    """
+    budget = memory_bytes() / 2
+    limit = int(budget // bytes_per_unit)
+    if not size <= limit:
+        raise ValueError(f"{name} = {size:.4g} is too large: {what} would need {size * bytes_per_unit / 2 ** 30:.3g} GiB; "
+                         f"{name} must be <= {limit:.4g} (half of this machine's {memory_bytes() / 2 ** 30:.3g} GiB)")
+
+
 def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise ``ValueError``."""
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
 
 
 def _validate_A(A, L: int) -> tuple:
+    if np.iscomplexobj(A):
+        raise TypeError(f"A must be a real {L}x{L} row-stochastic matrix, got a complex one")
     try:
         arr = np.asarray(A, dtype=float)
     except (TypeError, ValueError):
@@ -130,6 +243,8 @@ class ModelParams:
 
     Raises
     ------
+    TypeError
+        If a number is given as a string, a bool or a complex number; the message names it.
     ValueError
         If any parameter is outside its allowed range; the message names it.
     """

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import os
 import shlex
-import signal
 import sys
 import time
 import warnings
@@ -43,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from .explorer_grid import ALPHAS, LAMS, OMEGAS, SIGMAS, explorer_tasks
-from .params import BRANCHES, DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int
+from .params import BRANCHES, DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams, check_choice, check_int, check_path
 from .sweeps import (Sweep, grid, read_columns, read_provenance, run_sweeps, simulation_spec, spec_key)
 
 __all__ = ["Figure", "FIGURES", "RESULTS_DIR", "get_figure", "figure_specs", "theory_specs", "reproduce",
@@ -493,6 +492,9 @@ def get_figure(name: str) -> Figure:
 def _grid_for(fig: Figure, quick: bool, overrides: dict | None) -> tuple[dict, dict]:
     fixed, axes = dict(fig.fixed), {k: list(v) for k, v in fig.axes.items()}
     changes = dict(fig.quick) if quick else {}
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TypeError(f"overrides must be a dict of grid replacements (e.g. {{'seed': [3, 4]}}) or None, "
+                        f"got {type(overrides).__name__}")
     changes.update({k: v for k, v in (overrides or {}).items() if v is not None})
     for k, v in changes.items():
         if isinstance(v, (list, tuple, np.ndarray)):
@@ -590,7 +592,7 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
     workers = check_int("workers", workers, 1)
     specs = figure_specs(fig.name, quick=quick, overrides=overrides)
     tspecs = theory_specs(fig.name, quick=quick, overrides=overrides) if theory else []
-    out = Path(RESULTS_DIR if out is None else out)
+    out = Path(RESULTS_DIR if out is None else check_path("out", out))
     stem = _stem(fig, quick)
     scale = ("QUICK smoke-test scale (not a result): " if quick else "") + fig.notes
     sweeps = []
@@ -629,7 +631,7 @@ def _cache_path(name: str, table: str, results_dir) -> Path:
     check_choice("table", table, ("runs", "theory"))
     quick = isinstance(name, str) and name.lower().endswith("-quick")
     fig = get_figure(name[: -len("-quick")] if quick else name)
-    base = Path(RESULTS_DIR if results_dir is None else results_dir)
+    base = Path(RESULTS_DIR if results_dir is None else check_path("results_dir", results_dir))
     return base / (_stem(fig, quick) + ("-theory" if table == "theory" else "") + ".csv")
 
 
@@ -697,10 +699,6 @@ def _parse_list(name: str, text: str | None, kind):
         raise ValueError(f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}") from None
 
 
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _cmd_reproduce(args) -> dict:
     if args.list:
         out = {}
@@ -715,11 +713,19 @@ def _cmd_reproduce(args) -> dict:
     overrides = dict(alpha=_parse_list("--alphas", args.alphas, float), seed=_parse_list("--seeds", args.seeds, int),
                      d=_parse_list("--ds", args.ds, int), omega=_parse_list("--omegas", args.omegas, float))
     workers = check_int("workers", args.workers, 1)
-    # SIGTERM (a killed job) unwinds like Ctrl-C: pending runs cancelled, workers stopped, files consistent
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    from .cli import check_output
+
+    check_output("--out", RESULTS_DIR if args.out is None else args.out, folder=True)
+    # (SIGTERM unwinds like Ctrl-C, see attnlab.cli.main: pending runs cancelled, workers stopped, files consistent)
     executor, client, cluster = None, None, None
+    if args.dask is not None and args.dask != "local" and "://" not in args.dask:
+        raise ValueError(f"--dask must be 'local' or a scheduler address such as tcp://host:8786, got {args.dask!r}")
     if args.dask:
-        from distributed import Client, LocalCluster
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ImportError("--dask needs the 'distributed' package: pip install distributed "
+                              "(or run without --dask on local processes)") from None
 
         from .sweeps import limit_threads
 

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .baseline import fit_linear_baseline
-from .data import make_problem
-from .metrics import canonical_sign, generalization_error, overlaps
-from .params import ModelParams, check_int
-from .training import minimize_risk
+from .data import make_problem, n_samples
+from .metrics import canonical_sign, check_n_test, generalization_error, overlaps
+from .params import TEACHERS, ModelParams, check_choice, check_params
+from .training import check_training_args, minimize_risk
 
 __all__ = ["SimulationResult", "run_simulation"]
 
@@ -120,13 +120,24 @@ def run_simulation(params: ModelParams, alpha: float, d: int, *, init: str = "ra
 
     Raises
     ------
+    TypeError
+        If ``params`` is not a :class:`~attnlab.params.ModelParams` or a number is
+        given as a string, a bool or a complex number.
     ValueError
-        On invalid ``alpha``, ``d``, ``init``, ``method``, ``steps``, ``lr``, ``n_test``, ``teacher``.
+        On invalid ``alpha``, ``d``, ``init``, ``method``, ``steps``, ``lr``, ``seed``,
+        ``n_test``, ``dtype``, ``device`` or ``teacher``; on ``alpha * d`` or ``n_test``
+        too large for this machine's memory (the limit is in the message). All before
+        any data are drawn.
     attnlab.training.TrainingDivergedError
         If training diverges.
     """
     t0 = time.perf_counter()
-    n_test = check_int("n_test", n_test, 2)
+    # everything is checked before the data are drawn
+    check_params(params)
+    check_training_args(method=method, init=init, steps=steps, lr=lr, seed=seed, dtype=dtype, device=device)
+    n_test = check_n_test(n_test)
+    check_choice("teacher", teacher, TEACHERS)
+    n_samples(alpha, d, params.L)
     data = make_problem(params, alpha, d, seed=seed, teacher=teacher)
     res = minimize_risk(data, params.lam, init=init, method=method, r=params.r, steps=steps, lr=lr,
                         seed=seed, device=device, dtype=dtype, progress=progress)

@@ -17,10 +17,11 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import Dataset
-from .objective import AttentionRisk
-from .params import INITS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_int, check_positive
+from .objective import TORCH_DTYPES, AttentionRisk, resolve_device
+from .params import (INITS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_finite_array, check_int,
+                     check_positive)
 
-__all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk"]
+__all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk", "check_training_args"]
 
 #: Default learning rates on the summed risk R (GD: the paper's 0.15).
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
@@ -54,7 +55,8 @@ class TrainResult:
     grad_rms : float
         Root mean square of the final gradient ``dR/dQ``.
     converged : bool
-        Whether the stopping tolerance was met before the step budget ran out.
+        Whether ``grad_rms <= gtol`` at the end, for every method (L-BFGS-B may also
+        stop on a small relative reduction of ``R``: that is not convergence).
     seconds : float
         Wall time of the minimisation.
     method, init : str
@@ -87,11 +89,15 @@ def initial_Q(init: str, data: Dataset, r: int = 1, seed: int = 0) -> np.ndarray
 
     Raises
     ------
+    TypeError
+        If ``data`` is not a :class:`~attnlab.data.Dataset`.
     ValueError
-        If ``init`` is unknown or ``r < 1``.
+        If ``init`` is unknown, ``r < 1`` or ``seed`` is not an integer ``>= 0``.
     """
     check_choice("init", init, INITS)
     r = check_int("r (rank)", r, 1)
+    seed = check_int("seed", seed, 0)
+    _check_data(data)
     d = data.d
     Q0 = RANDOM_INIT_SCALE * np.random.default_rng([int(seed), 0x1A17]).standard_normal((d, r))
     if init == "semantic":
@@ -101,10 +107,43 @@ def initial_Q(init: str, data: Dataset, r: int = 1, seed: int = 0) -> np.ndarray
     return Q0
 
 
-def _check_finite(value: float, step: int, method: str, lr) -> None:
+def _check_finite(value: float, step: int, method: str, lr, lam=None) -> None:
+    if step == 0 and not np.isfinite(value):  # nothing has moved yet: an input problem
+        raise ValueError(f"the risk at the initial Q is {value} (float overflow): lambda (lam) = {lam} or the data "
+                         "are too large")
     if not np.isfinite(value):
-        hint = f" with lr={lr}; try a smaller --lr" if lr is not None else ""
+        hint = f" with lr={lr}, lambda (lam)={lam}; try a smaller --lr" if lr is not None else f" (lambda (lam)={lam})"
         raise TrainingDivergedError(f"{method} diverged at step {step}: the risk became {value}{hint}")
+
+
+def _check_data(data) -> None:
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an attnlab.data.Dataset (see attnlab.make_problem), got {type(data).__name__}")
+
+
+def check_training_args(*, method="gd", init="random", steps=None, lr=None, gtol=1e-9, seed=0, dtype="float64",
+                        device="cpu") -> dict:
+    """The validated optimiser arguments of :func:`minimize_risk` (method defaults filled in),
+    checked before any data is drawn.
+
+    Raises
+    ------
+    TypeError
+        If a number is given as a string, a bool or a complex number.
+    ValueError
+        Unknown ``method``, ``init``, ``dtype`` or ``device``; ``steps`` not an integer
+        ``>= 1``; ``lr`` not in ``(0, inf)``; ``gtol`` not in ``[0, inf)``; ``seed`` not
+        an integer ``>= 0``; the message names the parameter.
+    """
+    method = check_choice("method", method, METHODS)
+    if not isinstance(dtype, torch.dtype):
+        check_choice("dtype", str(dtype), tuple(TORCH_DTYPES))
+    return dict(method=method, init=check_choice("init", init, INITS),
+                steps=check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1),
+                lr=check_positive("lr", DEFAULT_LR.get(method, DEFAULT_LR["gd"]) if lr is None else lr)
+                if (method != "lbfgs" or lr is not None) else None,
+                gtol=check_positive("gtol", gtol, strict=False), seed=check_int("seed", seed, 0),
+                dtype=dtype if isinstance(dtype, torch.dtype) else str(dtype), device=resolve_device(device))
 
 
 def minimize_risk(data: Dataset, lam: float, *, init: str = "random", method: str = "gd", r: int = 1,
@@ -151,19 +190,26 @@ def minimize_risk(data: Dataset, lam: float, *, init: str = "random", method: st
 
     Raises
     ------
+    TypeError
+        If ``data`` is not a :class:`~attnlab.data.Dataset`, or a number is given as a
+        string, a bool or a complex number.
     ValueError
-        On an unknown ``init``/``method``, a non-positive ``steps`` or ``lr``,
-        a negative ``lam`` or an unavailable ``device``.
+        On an unknown ``init``/``method``/``dtype``, a non-positive ``steps`` or ``lr``,
+        a negative ``lam``, a negative or non-integer ``seed``, a ``Q0`` with
+        non-finite entries or not of shape ``(d,)`` or ``(d, r)``, or an
+        unavailable ``device``.
     TrainingDivergedError
-        If the risk becomes NaN or infinite.
+        If the risk becomes NaN or infinite during training (``ValueError`` if it is
+        already at the initial ``Q``, e.g. a huge ``lam``).
     """
-    method = check_choice("method", method, METHODS)
-    init = check_choice("init", init, INITS)
+    _check_data(data)
+    kw = check_training_args(method=method, init=init, steps=steps, lr=lr, gtol=gtol, seed=seed, dtype=dtype,
+                             device=device)
+    method, init, steps, lr, gtol, seed = (kw[k] for k in ("method", "init", "steps", "lr", "gtol", "seed"))
     lam = check_positive("lambda (lam)", lam, strict=False)
-    steps = check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1)
-    if method != "lbfgs":
-        lr = check_positive("lr", DEFAULT_LR[method] if lr is None else lr)
-    gtol = check_positive("gtol", gtol, strict=False)
+    r = check_int("r (rank)", r, 1)
+    if Q0 is not None:
+        Q0 = check_finite_array("Q0", Q0, shapes=[(data.d,), (data.d, r)])
     risk = AttentionRisk(data.x, data.y, lam, device=device, dtype=dtype)
     Q = risk.as_tensor(initial_Q(init, data, r, seed) if Q0 is None else Q0).clone()
     size = Q.numel()
@@ -185,7 +231,7 @@ def _first_order_loop(risk, Q, steps, lr, gtol, size, progress, update, name, es
     try:
         for step in range(steps + 1):
             R, g = risk.value_and_grad(Q)
-            _check_finite(R, step, name, lr)
+            _check_finite(R, step, name, lr, risk.lam)
             history.append(R)
             g_rms = float(g.norm()) / np.sqrt(size)
             g_max = max(g_max, g_rms)
@@ -245,7 +291,7 @@ def _run_lbfgs(risk, Q, steps, lr, gtol, size, progress):
     def fun(v):
         Qt = torch.as_tensor(v, dtype=risk.dtype, device=risk.device).reshape(shape)
         R, g = risk.value_and_grad(Qt)
-        _check_finite(R, len(history), "lbfgs", None)
+        _check_finite(R, len(history), "lbfgs", None, risk.lam)
         return R, g.double().cpu().numpy().ravel()
 
     bar = tqdm(total=steps, desc="lbfgs", disable=not progress, leave=False)
@@ -265,5 +311,5 @@ def _run_lbfgs(risk, Q, steps, lr, gtol, size, progress):
     Qf = torch.as_tensor(res.x, dtype=risk.dtype, device=risk.device).reshape(shape)
     R, g = risk.value_and_grad(Qf)
     g_rms = float(g.norm()) / np.sqrt(size)
-    converged = bool(res.success) or g_rms <= gtol
+    converged = g_rms <= gtol  # not res.success: L-BFGS-B also stops on a relative reduction of R (ftol)
     return Qf, R, history, warm + int(res.nit), g_rms, converged, str(res.message)

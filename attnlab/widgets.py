@@ -154,8 +154,12 @@ class LiveFigure:
 
         _enable_colab_widgets()
         display(self.panel)
-        self.handle = display(self.render(), display_id=True)
-        self.status.value = f"<small>drawn in {self.last_seconds:.1f} s</small>"
+        try:
+            self.handle = display(self.render(), display_id=True)
+            self.status.value = f"<small>drawn in {self.last_seconds:.1f} s</small>"
+        except Exception as exc:  # a message in the status line, not a traceback
+            self.handle = display(None, display_id=True)
+            self.status.value = _error_html(exc)
         for w in self.sliders.values():
             w.observe(self._on_change, names="value")
         return self
@@ -165,15 +169,25 @@ class LiveFigure:
         try:
             fig = self.render()
         except Exception as exc:  # keep the last figure, say what went wrong
-            self.status.value = f"<small style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</small>"
+            self.status.value = _error_html(exc)
             return
         if self.handle is not None:
             self.handle.update(fig)
         self.status.value = f"<small>drawn in {self.last_seconds:.1f} s</small>"
 
 
-def _slider(description, value, lo, hi, step, fmt=".2f"):
+def _error_html(exc) -> str:
+    return f"<small style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</small>"
+
+
+def _slider(description, value, lo, hi, step, fmt=".2f", name=None):
+    """A float slider; ``value`` outside ``[lo, hi]`` raises ``ValueError`` naming ``name``
+    (the slider would clamp it silently)."""
     import ipywidgets as widgets
+
+    from .params import check_in_range
+
+    value = check_in_range(name or description, value, lo, hi)
 
     return widgets.FloatSlider(value=value, min=lo, max=hi, step=step, description=description,
                                readout_format=fmt, continuous_update=False,
@@ -194,11 +208,15 @@ class SEExplorerState:
         Last results per branch.
     eps_g_linear : float
         Linear-baseline error of the last parameters.
+    errors : dict of str to str
+        Branches the solver failed on at the last point (every retry raised
+        ``StateEvolutionError``), with the message; their ``results`` entry is ``None``.
     """
 
     warm: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)
     eps_g_linear: float = float("nan")
+    errors: dict = field(default_factory=dict)
 
 
 def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerState | None = None,
@@ -226,26 +244,45 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
     Returns
     -------
     SEExplorerState
-    """
-    from .theory import ConvergenceWarning, Quadrature, linear_baseline_error, solve_state_evolution
+        Where every attempt on a branch raised ``StateEvolutionError`` (warm start,
+        cold start, accurate rule), ``results[branch]`` is ``None`` and
+        ``errors[branch]`` says why; no exception is raised for it.
 
+    Raises
+    ------
+    TypeError, ValueError
+        Invalid ``params``, ``alpha``, ``quad`` or ``tol`` (before any solve).
+    """
+    from .params import check_params, check_positive, check_tolerance
+    from .theory import ConvergenceWarning, Quadrature, StateEvolutionError, linear_baseline_error, solve_state_evolution
+    from .theory.solver import check_quadrature
+
+    check_params(params)
+    alpha = check_positive("alpha", alpha)
+    tol = check_tolerance("tol", tol)
     state = SEExplorerState() if state is None else state
-    quad = fast_quadrature() if quad is None else quad
+    quad = fast_quadrature() if quad is None else check_quadrature(quad)
     for branch in ("positional", "semantic"):
-        res = None
+        # warm start, cold start, then the accurate rule: the first converged result is kept
+        attempts = [dict(init=state.warm[branch], quad=quad)] if branch in state.warm else []
+        attempts += [dict(quad=quad)] + ([dict(quad=Quadrature())] if quad != Quadrature() else [])
+        res, failure = None, None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            if branch in state.warm:
+            for kw in attempts:
                 try:
-                    res = solve_state_evolution(params, alpha, branch, init=state.warm[branch], quad=quad, tol=tol)
-                except (FloatingPointError, ValueError):
-                    res = None
-            if res is None or not res.converged:
-                res = solve_state_evolution(params, alpha, branch, quad=quad, tol=tol)
-            if not res.converged and quad != Quadrature():
-                res = solve_state_evolution(params, alpha, branch, tol=tol)
+                    res = solve_state_evolution(params, alpha, branch, tol=tol, **kw)
+                except (StateEvolutionError, FloatingPointError) as exc:
+                    failure = exc
+                    continue
+                if res.converged:
+                    break
         state.results[branch] = res
-        if res.converged and not res.collapsed:
+        state.errors.pop(branch, None)
+        if res is None:
+            state.errors[branch] = f"no fixed point found on the {branch} branch: {failure}"
+            state.warm.pop(branch, None)  # (the warm start is what may have led astray)
+        elif res.converged and not res.collapsed:
             state.warm[branch] = res  # its overlaps, and its Jacobian where the parameters are unchanged
     state.eps_g_linear = linear_baseline_error(params)
     return state
@@ -265,17 +302,28 @@ def se_explorer_figure(state: SEExplorerState, params: ModelParams, alpha: float
     -------
     matplotlib.figure.Figure
     """
-    pos, sem = state.results["positional"], state.results["semantic"]
-    glob = "semantic" if sem.eps_t < pos.eps_t else "positional"
+    ok = {b: r for b, r in state.results.items() if r is not None and np.isfinite(r.eps_t) and np.isfinite(r.eps_g)}
+    where = (rf"$\alpha$={alpha:.2f}, $\omega$={params.omega:.2f}, $\sigma$={params.sigma:.2f}, "
+             rf"$\lambda$={params.lam:.3f}")
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(7.2, 3.0), constrained_layout=True)
-    plot_branch_bars({"positional": pos.eps_t, "semantic": sem.eps_t}, ax=a1, highlight=glob,
+    if not ok:
+        for ax in (a1, a2):
+            ax.set_axis_off()
+        fig.suptitle(where, fontsize=9)
+        a1.text(0.0, 0.5, "\n".join(state.errors.values()) or "no fixed point on either branch",
+                fontsize=8, color="#b00", wrap=True, va="center")
+        return fig
+    glob = min(ok, key=lambda b: ok[b].eps_t)
+    plot_branch_bars({b: r.eps_t for b, r in ok.items()}, ax=a1, highlight=glob,
                      ylabel=r"training loss $\varepsilon_t$", title="which minimum is lower?")
-    plot_branch_bars({"positional": pos.eps_g, "semantic": sem.eps_g, "linear": state.eps_g_linear}, ax=a2,
+    plot_branch_bars({**{b: r.eps_g for b, r in ok.items()}, "linear": state.eps_g_linear}, ax=a2,
                      highlight=glob, ylabel=r"test error $\varepsilon_g$", title="test error")
-    beats = state.results[glob].eps_g < state.eps_g_linear
-    flag = "" if pos.converged and sem.converged else "  [not converged]"
-    fig.suptitle(rf"$\alpha$={alpha:.2f}, $\omega$={params.omega:.2f}, $\sigma$={params.sigma:.2f}, "
-                 rf"$\lambda$={params.lam:.3f}: lower minimum {glob}"
+    beats = ok[glob].eps_g < state.eps_g_linear
+    flag = "" if len(ok) == 2 and all(r.converged for r in ok.values()) else "  [not converged]"
+    missing = [b for b in ("positional", "semantic") if b not in ok]
+    if missing:
+        flag = f"  [no {' or '.join(missing)} fixed point]"
+    fig.suptitle(f"{where}: lower minimum {glob}"
                  f" ({'beats' if beats else 'does not beat'} the linear baseline){flag}", fontsize=9)
     return fig
 
@@ -303,14 +351,26 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
     -------
     LiveFigure
         ``.state`` holds the last :class:`SEExplorerState`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an initial value is not a number inside its slider's range (``omega``
+        in [0, 0.6], ``sigma`` in [0.35, 0.8], ``lam`` in [0.005, 0.05], ``alpha``
+        in [0.2, 3]) or ``A`` is invalid; the message names it.
     """
     state = SEExplorerState()
     # Ranges where the solver converges reliably with the fast rule (very small sigma or
     # large lambda at small alpha can fail; the status line then shows the error).
-    sliders = dict(omega=_slider("ω (positional weight)", omega, 0.0, 0.6, 0.05),
-                   sigma=_slider("σ (token std)", sigma, 0.35, 0.8, 0.05),
-                   lam=_slider("λ (ridge)", lam, 0.005, 0.05, 0.005, ".3f"),
-                   alpha=_slider("α = n/d", alpha, 0.2, 3.0, 0.05))
+    sliders = dict(omega=_slider("ω (positional weight)", omega, 0.0, 0.6, 0.05, name="omega"),
+                   sigma=_slider("σ (token std)", sigma, 0.35, 0.8, 0.05, name="sigma"),
+                   lam=_slider("λ (ridge)", lam, 0.005, 0.05, 0.005, ".3f", name="lam"),
+                   alpha=_slider("α = n/d", alpha, 0.2, 3.0, 0.05, name="alpha"))
+    ModelParams(A=A)  # an invalid A or quad fails here, not at the first draw
+    if quad is not None:
+        from .theory.solver import check_quadrature
+
+        check_quadrature(quad)
 
     def draw(omega, sigma, lam, alpha):
         params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A)
@@ -341,13 +401,19 @@ def teacher_explorer(omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A=No
     Returns
     -------
     LiveFigure
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an initial value is outside its slider's range (``omega`` in [0, 1],
+        ``h1``, ``h2`` in [-2.5, 2.5]) or ``A`` is invalid.
     """
     from .attention import softmax_attention, teacher_attention
 
     A_arr = ModelParams(A=A).A_array
-    sliders = dict(omega=_slider("ω", omega, 0.0, 1.0, 0.05),
-                   h1=_slider("h*₁", h1, -2.5, 2.5, 0.1),
-                   h2=_slider("h*₂", h2, -2.5, 2.5, 0.1))
+    sliders = dict(omega=_slider("ω", omega, 0.0, 1.0, 0.05, name="omega"),
+                   h1=_slider("h*₁", h1, -2.5, 2.5, 0.1, name="h1"),
+                   h2=_slider("h*₂", h2, -2.5, 2.5, 0.1, name="h2"))
 
     def draw(omega, h1, h2):
         hstar = np.array([h1, h2])

@@ -8,9 +8,10 @@ node sets), :mod:`.split_rule` (expectations split at the proximal jumps),
 """
 from .split_rule import SplitRule
 from .state_evolution import Hats, Overlaps, Quadrature
-from .solver import BRANCHES, ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
+from .solver import (BRANCHES, ConvergenceWarning, OffBranchWarning, QuadratureWarning, SEResult, StateEvolutionError,
+                     solve_state_evolution)
 from .thresholds import Transition, find_transition, linear_baseline_error, phase_diagram, se_curve
 
-__all__ = ["Hats", "Overlaps", "Quadrature", "SplitRule", "BRANCHES", "ConvergenceWarning", "SEResult", "StateEvolutionError",
+__all__ = ["Hats", "Overlaps", "Quadrature", "SplitRule", "BRANCHES", "ConvergenceWarning", "OffBranchWarning", "QuadratureWarning", "SEResult", "StateEvolutionError",
            "solve_state_evolution", "Transition", "find_transition", "linear_baseline_error",
            "phase_diagram", "se_curve"]

@@ -21,8 +21,13 @@ def _cmd_theory(args) -> dict:
 def _cmd_transition(args) -> dict:
     from .thresholds import find_transition
 
-    return find_transition(_params(args), alpha_max=args.alpha_max, xtol=args.xtol,
-                           minimizer=args.minimizer).to_dict()
+    import warnings
+
+    tr = find_transition(_params(args), alpha_max=args.alpha_max, xtol=args.xtol, minimizer=args.minimizer)
+    if np.isnan(tr.alpha_c):
+        warnings.warn(f"alpha_c: no crossing of the branches' training losses found in [{tr.alpha_min:.3g}, "
+                      f"{tr.alpha_max:.3g}] (alpha_c, alpha_l = null)", RuntimeWarning)
+    return tr.to_dict()
 
 
 def _parse_omegas(text: str) -> list:
@@ -37,13 +42,11 @@ def _cmd_phase_diagram(args) -> dict:
 
     omegas = _parse_omegas(args.omegas)
     if args.out:  # check the output before the long computation
-        from pathlib import Path
-
         import matplotlib.pyplot as plt
 
-        out = Path(args.out)
-        if not out.parent.is_dir():
-            raise ValueError(f"--out: folder {str(out.parent)!r} does not exist")
+        from ..cli import check_output
+
+        out = check_output("--out", args.out, folder=False)
         formats = plt.figure().canvas.get_supported_filetypes()
         plt.close("all")
         if out.suffix.lstrip(".").lower() not in formats:

@@ -52,7 +52,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.optimize
 
-from ..params import BRANCHES, ModelParams, check_choice, check_int, check_positive
+from ..params import (BRANCHES, ModelParams, check_choice, check_in_range, check_int, check_params,
+                      check_tolerance)
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
@@ -61,7 +62,9 @@ from .split_rule import SplitRule
 from .symmetry import Symmetry
 
 __all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "FOLLOWED_TOL", "followed_tolerance", "SEResult",
-           "ConvergenceWarning", "StateEvolutionError", "solve_state_evolution", "initial_overlaps"]
+           "ConvergenceWarning", "OffBranchWarning", "QuadratureWarning", "StateEvolutionError", "solve_state_evolution",
+           "initial_overlaps", "check_quadrature", "check_se_params", "ON_BRANCH_MIN", "QUADRATURE_WARN", "ALPHA_LIMIT",
+           "SIGMA_LIMIT"]
 
 
 #: Per-sample proximal minimisers: ``"global"`` (the replica computation of the
@@ -91,6 +94,31 @@ def followed_tolerance(rule: QMCRule) -> float:
 
 class ConvergenceWarning(RuntimeWarning):
     """The state-evolution iteration did not reach its tolerance."""
+
+
+class OffBranchWarning(ConvergenceWarning):
+    """The fixed point found is not on the requested branch (its leading overlap,
+    ``m`` on the positional branch, ``theta`` on the semantic one, is zero): the
+    result has ``on_branch=False``."""
+
+
+class QuadratureWarning(RuntimeWarning):
+    """The quadrature error estimate (``error_estimate=True``) is large: more than
+    :data:`QUADRATURE_WARN` of a value."""
+
+
+#: Largest ``alpha`` of the state evolution (at 1e6 the iteration leaves its domain).
+ALPHA_LIMIT = 1e4
+#: Largest ``sigma`` of the state evolution (the split rule's scan and the quasi-Monte Carlo
+#: points are built for ``sigma`` of order one: at 10 the fixed point is not reached).
+SIGMA_LIMIT = 5.0
+
+#: A fixed point is on its branch if its leading overlap (``m`` positional, ``theta``
+#: semantic) exceeds this (or it is the collapsed ``Q = 0``, flagged by ``collapsed``).
+ON_BRANCH_MIN = 1e-6
+#: Relative quadrature error (of ``eps_g``, ``eps_t``, ``qnorm``) above which
+#: ``error_estimate=True`` warns.
+QUADRATURE_WARN = 0.01
 
 
 class StateEvolutionError(RuntimeError):
@@ -134,6 +162,12 @@ class SEResult:
         The branch has collapsed onto the trivial fixed point ``Q = 0``
         (uniform attention: ``q = m = theta = 0``), which attracts the
         iteration there (e.g. strong regularisation or small ``sigma``).
+    on_branch : bool
+        The leading overlap of ``branch`` (``m`` positional, ``theta``
+        semantic) is above :data:`ON_BRANCH_MIN`, or the result is ``collapsed``.
+        ``False``: the iteration reached a fixed point off the requested branch
+        (e.g. ``m = theta = 0`` at very small ``alpha``); an
+        :class:`OffBranchWarning` is issued.
     jacobian : ndarray, shape (k, k), or None
         Broyden's approximation of the Jacobian of the residual ``G(x) - x`` at the
         fixed point, in the solver's coordinates of the ``k`` free overlaps (split
@@ -157,6 +191,7 @@ class SEResult:
     quadrature_error: dict | None = field(default=None)
     minimizer: str = "global"
     collapsed: bool = False
+    on_branch: bool = True
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
@@ -165,7 +200,8 @@ class SEResult:
                     theta=self.theta, qnorm=self.qnorm, eps_g=self.eps_g, eps_t=self.eps_t,
                     converged=self.converged, iterations=self.iterations, residual=self.residual,
                     qhat=self.hats.qhat, mhat=self.hats.mhat, Vhat=self.hats.Vhat, thetahat=self.hats.thetahat,
-                    quadrature_error=self.quadrature_error, minimizer=self.minimizer, collapsed=self.collapsed)
+                    quadrature_error=self.quadrature_error, minimizer=self.minimizer, collapsed=self.collapsed,
+                    on_branch=self.on_branch)
 
 
 def initial_overlaps(branch: str, params: ModelParams) -> Overlaps:
@@ -308,35 +344,39 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     Raises
     ------
     TypeError
-        If ``params`` is not a :class:`~attnlab.params.ModelParams`.
+        If ``params`` is not a :class:`~attnlab.params.ModelParams`, ``quad`` not a
+        :class:`Quadrature` or ``init`` not an ``Overlaps``/``SEResult``.
     ValueError
-        Invalid ``alpha``, ``branch``, ``minimizer``, ``tol``, ``init`` (needs ``q > 0``,
-        ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``, ``L != 2`` or rank ``!= 1``.
-
+        Invalid ``alpha`` (in ``(0, 1e4]``), ``branch``, ``minimizer``, ``tol`` (in ``(0, 1e-2]``),
+        ``init`` (needs ``q > 0``, ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``,
+        ``sigma > 5``, ``L != 2`` or rank ``!= 1``.
     StateEvolutionError
         If the iteration leaves the domain of the equations and cannot recover.
 
     Warns
     -----
     ConvergenceWarning
-        If the residual is above ``tol`` after the budget (the result then has
-        ``converged=False``).
+        If the residual, evaluated at the reported (sign-fixed) overlaps, is above
+        ``tol`` after the budget (the result then has ``converged=False``).
+    OffBranchWarning
+        If the converged fixed point is not on ``branch`` (``on_branch=False``).
+    QuadratureWarning
+        With ``error_estimate``, if the error of ``qnorm``, ``eps_g`` or ``eps_t``
+        exceeds :data:`QUADRATURE_WARN` (1%) of its value.
     """
-    if not isinstance(params, ModelParams):
-        raise TypeError(f"params must be an attnlab.ModelParams, got {type(params).__name__}")
-    alpha = check_positive("alpha", alpha)
+    check_se_params(params)
+    alpha = check_in_range("alpha", alpha, 0.0, ALPHA_LIMIT)
+    if not alpha > 0:
+        raise ValueError(f"alpha must be in (0, {ALPHA_LIMIT:g}], got {alpha!r}")
     branch = check_choice("branch", branch, BRANCHES)
     minimizer = check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS)
-    tol = check_positive("tol", tol)
-    quad = quad or Quadrature()
+    tol = check_tolerance("tol", tol)
+    quad = check_quadrature(quad)
+    if init is not None and not isinstance(init, (Overlaps, SEResult)):
+        raise TypeError(f"init must be an Overlaps, an SEResult or None, got {type(init).__name__}")
     if minimizer == "followed":
         tol = max(tol, followed_tolerance(quad.qmc))
     max_iter = check_int("max_iter", max_iter, 1)
-    if params.L != 2 or params.r != 1:
-        raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
-    if not params.lam > 0:
-        raise ValueError(f"the state evolution needs lambda > 0 (got lambda={params.lam}); "
-                         "without the ridge the proximal scale V is unbounded")
     jacobian = None
     if isinstance(init, SEResult):
         if init.branch == branch and init.params == params and pin and init.minimizer == minimizer:
@@ -363,12 +403,47 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     if not result.converged:
         warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
                       f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
+    elif not result.on_branch:
+        lead = "theta" if branch == "semantic" else "m"
+        warnings.warn(f"the fixed point at alpha={alpha} is not on the {branch} branch ({lead} = "
+                      f"{getattr(result, lead):.1e}; on_branch=False)", OffBranchWarning, stacklevel=2)
     if error_estimate:
         fine = solve_state_evolution(params, alpha, branch, init=result.overlaps, quad=quad.refined(), tol=tol,
                                      max_iter=max_iter, pin=pin, minimizer=minimizer)
         keys = ("m", "theta", "qnorm", "eps_g", "eps_t")
         result = replace(result, quadrature_error={k: abs(getattr(fine, k) - getattr(result, k)) for k in keys})
+        large = {k: e / abs(getattr(result, k)) for k, e in result.quadrature_error.items()
+                 if k in ("qnorm", "eps_g", "eps_t") and e > QUADRATURE_WARN * abs(getattr(result, k))}
+        if large:
+            warnings.warn("large quadrature error: " + ", ".join(f"{k} {v:.1%}" for k, v in large.items())
+                          + f" (> {QUADRATURE_WARN:.0%}) at alpha={alpha}, sigma={params.sigma}: use a finer "
+                          "Quadrature (e.g. quad.refined())", QuadratureWarning, stacklevel=2)
     return result
+
+
+def check_se_params(params) -> ModelParams:
+    """``params`` if the state evolution is implemented for it, else an error naming
+    the parameter: ``TypeError`` for no :class:`~attnlab.params.ModelParams`,
+    ``ValueError`` for ``L != 2``, rank ``!= 1``, ``lambda = 0`` or ``sigma >`` :data:`SIGMA_LIMIT`."""
+    check_params(params)
+    if params.L != 2 or params.r != 1:
+        raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
+    if not params.lam > 0:
+        raise ValueError(f"the state evolution needs lambda > 0 (got lambda={params.lam}); "
+                         "without the ridge the proximal scale V is unbounded")
+    if params.sigma > SIGMA_LIMIT:
+        raise ValueError(f"sigma must be in (0, {SIGMA_LIMIT:g}] for the state evolution (its quadrature is built for "
+                         f"sigma of order one), got {params.sigma!r}")
+    return params
+
+
+def check_quadrature(quad) -> Quadrature:
+    """``quad``, or the default :class:`Quadrature` for ``None``; ``TypeError`` naming ``quad`` otherwise."""
+    if quad is None:
+        return Quadrature()
+    if not isinstance(quad, Quadrature):
+        raise TypeError(f"quad must be an attnlab.theory.Quadrature (e.g. Quadrature.fast()) or None, got {quad!r}")
+    return quad
 
 
 def _starts(branch, params):
@@ -438,12 +513,17 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
         raise StateEvolutionError(f"state evolution failed at alpha={alpha}, sigma={params.sigma}, lambda={params.lam}, "
                                   f"omega={params.omega}: {exc}") from None
     res = float(np.abs(r).max())
+    ov = final.unpack(x)
+    if ov.m < 0 or ov.theta < 0:
+        # the result is reported sign-fixed (m, theta >= 0): its residual is checked there
+        # (the followed minimiser's map is not symmetric under Q -> -Q: its descent starts
+        # from the branch's init)
+        res = max(res, float(np.abs(final(final.pack(replace(ov, m=abs(ov.m), theta=abs(ov.theta))))).max()))
     converged = res <= tol
     if not converged:
         collapsed = _collapsed(params, alpha, branch, quad, tol, minimizer)
         if collapsed is not None:
             return collapsed
-    ov = final.unpack(x)
     hats, EM = final.G.hats(ov)
     s2 = params.sigma ** 2
     result = SEResult(alpha=alpha, branch=branch, params=params,
@@ -452,6 +532,7 @@ def _solve(params, alpha, branch, start, warm, quad, tol, max_iter, pin, jacobia
                       eps_g=generalization_error(ov, params, quad), eps_t=-free_entropy(ov, hats, EM, params, alpha),
                       iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
                       residual=res, converged=converged, quadrature=quad, minimizer=minimizer,
+                      on_branch=(abs(ov.theta) / s2 if branch == "semantic" else abs(ov.m)) > ON_BRANCH_MIN,
                       jacobian=None if J is None else _sign_fixed(J, ov, free))
     return result
 

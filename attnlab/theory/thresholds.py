@@ -16,13 +16,18 @@ import numpy as np
 import scipy.optimize
 from numpy.polynomial.hermite_e import hermegauss
 
-from ..params import ModelParams, check_choice, check_int, check_positive
+from ..params import ModelParams, check_choice, check_in_range, check_int, check_params, check_positive, check_tolerance
 from .channel import teacher_diagonal
-from .solver import DEFAULT_MINIMIZER, MINIMIZERS, ConvergenceWarning, SEResult, StateEvolutionError, solve_state_evolution
+from .solver import (DEFAULT_MINIMIZER, MINIMIZERS, ConvergenceWarning, OffBranchWarning, SEResult, StateEvolutionError,
+                     check_quadrature, check_se_params, solve_state_evolution)
 from .split_rule import SplitRule
 from .state_evolution import Quadrature
 
-__all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram"]
+__all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram", "search_grid",
+           "ALPHA_MAX_LIMIT"]
+
+#: Largest ``alpha_max`` of :func:`find_transition` (the grid grows as ``log(alpha_max)``).
+ALPHA_MAX_LIMIT = 1000.0
 
 
 def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
@@ -34,7 +39,18 @@ def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
     converged to machine precision for ``sigma <= 1``).
 
     Source: Cui et al. 2024, Sec. 4 (linear baseline).
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is not a ``ModelParams``.
+    ValueError
+        If ``order`` is not an integer in ``[2, 1000]``.
     """
+    check_params(params)
+    order = check_int("order", order, 2)
+    if order > 1000:
+        raise ValueError(f"order must be an integer in [2, 1000], got {order!r}")
     x, w = hermegauss(order)
     w = w / w.sum()
     h1, h2 = np.meshgrid(params.sigma * x, params.sigma * x, indexing="ij")
@@ -80,8 +96,11 @@ class _BranchCache:
         """The fixed point; with ``quiet`` no ConvergenceWarning (the result says
         ``converged=False``) and a non-converged stand-in where the solver fails
         (e.g. where the branch ends)."""
-        solve = lambda: solve_state_evolution(self.params, alpha, self.branch, init=init, quad=self.quad, tol=self.tol,
-                                              minimizer=self.minimizer)
+        def solve():
+            with warnings.catch_warnings():  # off-branch points are flagged (on_branch) and not continued from
+                warnings.simplefilter("ignore", OffBranchWarning)
+                return solve_state_evolution(self.params, alpha, self.branch, init=init, quad=self.quad, tol=self.tol,
+                                             minimizer=self.minimizer)
         if not self.quiet:
             return solve()
         with warnings.catch_warnings():
@@ -95,7 +114,7 @@ class _BranchCache:
 def _failed(alpha, branch, minimizer):
     """Stand-in where the solver failed: no fixed point (NaN observables), nothing to warm-start from."""
     nan = float("nan")
-    return types.SimpleNamespace(alpha=alpha, branch=branch, converged=False, collapsed=False, m=nan, theta=nan,
+    return types.SimpleNamespace(alpha=alpha, branch=branch, converged=False, collapsed=False, on_branch=False, m=nan, theta=nan,
                                  qnorm=nan, eps_t=nan, eps_g=nan, residual=nan, iterations=0,
                                  minimizer=minimizer or DEFAULT_MINIMIZER)
 
@@ -129,17 +148,27 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     Returns
     -------
     list of SEResult, length k, in the order of ``alphas``.
+        Points off the branch (e.g. the semantic one below where it appears) have
+        ``on_branch=False`` (no warning here).
 
     Raises
     ------
+    TypeError
+        If ``params`` is not a ``ModelParams`` or ``quad`` not a ``Quadrature``.
+    ValueError
+        Empty or non-positive ``alphas``, unknown ``branch``, ``tol`` outside ``(0, 1e-2]``.
     StateEvolutionError
         Where the solver fails at a point (unless ``quiet``).
     """
     from tqdm.auto import tqdm
 
+    check_se_params(params)
     alphas = [check_positive("alpha", a) for a in np.atleast_1d(alphas)]
     if not alphas:
         raise ValueError("alphas must contain at least one value")
+    branch = check_choice("branch", branch, ("semantic", "positional"))
+    tol = check_tolerance("tol", tol)
+    quad = check_quadrature(quad)
     cache = _BranchCache(params, branch, quad, tol, minimizer=minimizer, quiet=quiet)
     order = sorted(set(alphas), reverse=(branch == "semantic"))
     for a in tqdm(order, desc=f"SE {branch}", disable=not progress, leave=False):
@@ -163,6 +192,8 @@ class Transition:
     params : ModelParams
     minimizer : str
         The per-sample proximal minimiser of both branches (``"followed"`` or ``"global"``).
+    alpha_min, alpha_max : float
+        The interval searched (see :func:`search_grid`).
     """
 
     alpha_c: float
@@ -171,11 +202,13 @@ class Transition:
     xtol: float
     params: ModelParams
     minimizer: str = "followed"
+    alpha_min: float = float("nan")
+    alpha_max: float = float("nan")
 
     def to_dict(self) -> dict:
         return dict(omega=self.params.omega, sigma=self.params.sigma, lam=self.params.lam,
                     alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol,
-                    minimizer=self.minimizer)
+                    minimizer=self.minimizer, alpha_min=self.alpha_min, alpha_max=self.alpha_max)
 
 
 def _bracketed_root(fun, grid, xtol, stop=None):
@@ -251,6 +284,34 @@ def _brent(fun, a, b, xtol):
         return float("nan")
 
 
+def search_grid(alpha_max: float, grid_points: int = 7) -> list:
+    """The bracketing grid of :func:`find_transition`: geometric from
+    ``alpha_min = min(alpha_max, 3) / 20`` to ``alpha_max``, with ``grid_points``
+    points up to ``alpha_max = 3`` and more above it, so that the ratio of
+    neighbouring points stays ``20 ** (1 / (grid_points - 1))`` (1.65 for 7 points).
+
+    Raises
+    ------
+    ValueError
+        If ``alpha_max`` is not in ``(0, ALPHA_MAX_LIMIT]`` or ``grid_points < 3``.
+    """
+    alpha_max = check_in_range("alpha_max", alpha_max, 0.0, ALPHA_MAX_LIMIT)
+    if not alpha_max > 0:
+        raise ValueError(f"alpha_max must be in (0, {ALPHA_MAX_LIMIT:g}], got {alpha_max!r}")
+    grid_points = check_int("grid_points", grid_points, 3)
+    lo = min(alpha_max, 3.0) / 20
+    points = max(grid_points, 1 + int(np.ceil(round((grid_points - 1) * np.log(alpha_max / lo) / np.log(20), 9))))
+    return list(np.geomspace(lo, alpha_max, points))
+
+
+def _transition_args(params, alpha_max=3.0, grid_points=7, xtol=1e-3, tol=1e-6, minimizer=None, quad=None):
+    """The validated arguments of :func:`find_transition` (its grid in place of ``alpha_max, grid_points``)."""
+    check_se_params(params)
+    return (search_grid(alpha_max, grid_points), check_tolerance("xtol", xtol), check_tolerance("tol", tol),
+            check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS),
+            check_quadrature(quad))
+
+
 def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
                     quad: Quadrature | None = None, tol: float = 1e-6, minimizer: str | None = None) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
@@ -263,11 +324,12 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     ----------
     params : ModelParams
     alpha_max : float
-        Upper end of the search interval ``(0, alpha_max]``.
+        Upper end of the search interval ``[alpha_min, alpha_max]``, ``alpha_min =
+        min(alpha_max, 3) / 20`` (0.15 for ``alpha_max >= 3``); at most ``ALPHA_MAX_LIMIT`` (1000).
     grid_points : int
-        Points of the bracketing grid (geometric from ``alpha_max / 20``).
+        Points of the bracketing grid up to ``alpha_max = 3`` (more above, see :func:`search_grid`).
     xtol : float
-        Absolute tolerance of the roots in ``alpha``.
+        Absolute tolerance of the roots in ``alpha``, in ``(0, 1e-2]``.
     quad : Quadrature, optional
     tol : float
         Tolerance of each fixed point (the roots need less than the 1e-7 of
@@ -288,16 +350,15 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
 
     Raises
     ------
+    TypeError
+        If ``params`` is not a ``ModelParams`` or ``quad`` not a ``Quadrature``.
     ValueError
-        If ``alpha_max <= 0``, ``xtol <= 0`` or ``grid_points < 3``.
+        If ``alpha_max`` is not in ``(0, 1000]``, ``xtol`` or ``tol`` not in
+        ``(0, 1e-2]``, or ``grid_points < 3``.
     """
-    alpha_max = check_positive("alpha_max", alpha_max)
-    xtol = check_positive("xtol", xtol)
-    minimizer = check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS)
-    grid_points = check_int("grid_points", grid_points, 3)
-    quad = quad or Quadrature()
+    grid, xtol, tol, minimizer, quad = _transition_args(params, alpha_max, grid_points, xtol, tol, minimizer, quad)
+    alpha_max = grid[-1]
     eps_lin = linear_baseline_error(params)
-    grid = list(np.geomspace(alpha_max / 20, alpha_max, grid_points))
     # bracket with the cheap split rule (tensor Gauss-Hermite has spurious
     # positional fixed points, e.g. at omega = 0), then refine with ``quad``
     cheap = quad if quad.method == "gauss-hermite" else replace(quad, split=SplitRule.fast(), qmc=Quadrature.fast().qmc)
@@ -325,7 +386,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
         elif not np.isnan(alpha_l):
             alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params,
-                      minimizer=minimizer)
+                      minimizer=minimizer, alpha_min=float(grid[0]), alpha_max=float(alpha_max))
 
 
 def _share_cores(workers: int) -> None:
@@ -359,21 +420,31 @@ def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bo
 
     Raises
     ------
+    TypeError
+        If ``params`` is not a ``ModelParams`` (or a keyword is unknown).
     ValueError
-        Empty ``omegas``, ``omega`` outside ``[0, 1]`` or ``workers < 1``.
+        Empty ``omegas``, ``omega`` outside ``[0, 1]``, ``workers < 1`` or an
+        invalid keyword of :func:`find_transition`; before any solve.
     """
-    import concurrent.futures
     import functools
+
+    check_params(params)
+    workers = check_int("workers", workers, 1)
+    omegas = [check_in_range("omega", w, 0.0, 1.0) for w in np.atleast_1d(omegas)]
+    if not omegas:
+        raise ValueError("omegas must contain at least one value in [0, 1]")
+    cases = [params.replace(omega=float(w)) for w in omegas]
+    _transition_args(cases[0], **kwargs)  # invalid arguments fail here, before any solve
+    return _solve_cases(functools.partial(find_transition, **kwargs), cases, workers, progress)
+
+
+def _solve_cases(solve, cases, workers, progress):
+    """``solve`` of each case, in this process (``workers == 1``) or a spawned pool."""
+    import concurrent.futures
     import multiprocessing
 
     from tqdm.auto import tqdm
 
-    workers = check_int("workers", workers, 1)
-    omegas = list(np.atleast_1d(omegas))
-    if not omegas:
-        raise ValueError("omegas must contain at least one value in [0, 1]")
-    cases = [params.replace(omega=float(w)) for w in omegas]
-    solve = functools.partial(find_transition, **kwargs)
     bar = dict(total=len(cases), desc="phase diagram", disable=not progress, leave=False)
     if workers == 1:
         return [solve(c) for c in tqdm(cases, **bar)]
