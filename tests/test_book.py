@@ -21,6 +21,7 @@ TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 NOTEBOOKS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
 SOURCES = sorted(MD.glob("*.md"))
 REPO_URL = CONFIG["repository"]["url"]
+RELEASE = CONFIG["repository"]["branch"]  # the release tag the install cells and launch buttons use
 
 
 def _cells(path: Path) -> list[tuple]:
@@ -87,6 +88,8 @@ def test_md_sources_are_not_documents():
 
 def test_repository_url_is_set_once():
     assert REPO_URL.startswith("https://github.com/")
+    # the install cells and launch buttons pin a release tag, not a moving branch
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", RELEASE), RELEASE
     lb = CONFIG["launch_buttons"]
     assert lb["colab_url"] and lb["binderhub_url"] and lb["thebe"]
 
@@ -97,7 +100,8 @@ def test_first_code_cell_installs_attnlab_from_the_book_repository(nb_path):
     src = cell.source
     assert "import attnlab" in src and "except ImportError" in src, src
     urls = re.findall(r"git\+(https://[^\s\"']+)", src)
-    assert urls == [REPO_URL], f"{nb_path.name} installs from {urls}, _config.yml says {REPO_URL}"
+    expected = f"{REPO_URL}@{RELEASE}"
+    assert urls == [expected], f"{nb_path.name} installs from {urls}, _config.yml says {expected}"
     assert re.search(r"%pip install", src)
     assert "hide-output" in cell.metadata.get("tags", [])
 

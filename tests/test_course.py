@@ -75,6 +75,21 @@ def test_project_starters_compile():
     assert "rubric" in page.lower() and "Scope" in page
 
 
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_ends_with_a_kernel_free_quiz(name):
+    """A jupyterquiz quiz before the exercises, stored as HTML + JavaScript outputs (so the
+    static HTML page runs it without a kernel; the questions are in the page)."""
+    nb = build_course.read_chapter(name)
+    idx = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "display_quiz(" in c.source]
+    assert len(idx) == 1, name
+    exercises = next(i for i, c in enumerate(nb.cells) if c.source.lstrip().startswith("## Exercises"))
+    assert idx[0] < exercises
+    outs = nb.cells[idx[0]].outputs
+    data = {k: v for o in outs for k, v in o.get("data", {}).items()}
+    assert "application/javascript" in data and "text/html" in data, sorted(data)
+    assert '"correct": true' in data["application/javascript"].replace("True", "true")
+
+
 # --------------------------------------------------------------------------- built material
 
 @pytest.fixture(scope="session")
@@ -198,3 +213,46 @@ def test_student_html_hides_solutions(tmp_path):
     page = (tmp_path / "student" / "html" / "book" / "00_preface.html").read_text()
     assert "ex-ch0-params" in page or "Exercise" in page  # the exercises are there
     assert "solution-content" not in page and "Every parameter is validated" not in page
+
+
+# --------------------------------------------------------------------------- retarget
+
+def test_retarget_changes_every_url(tmp_path):
+    """retarget.py on a copy of the book: every URL and the release change, and the URL
+    agreement test of tests/test_book.py passes on the retargeted copy."""
+    pytest.importorskip("jupytext")
+    import retarget
+
+    for name in ("_config.yml", "_toc.yml", "jupytext.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "book" / "md").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    for p in (BOOK / "md").glob("*.md"):
+        shutil.copy2(p, tmp_path / "book" / "md" / p.name)
+    for p in BOOK.glob("[0-9][0-9]_*.ipynb"):
+        shutil.copy2(p, tmp_path / "book" / p.name)
+    shutil.copy2(ROOT / "tests" / "test_book.py", tmp_path / "tests" / "test_book.py")
+    old = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+
+    url, release = "https://github.com/some-teacher/attnlab-fork", "v9.8.7"
+    changed = retarget.retarget(tmp_path, url=url, release=release)
+    assert len(changed) == len(CHAPTERS)
+    repo = yaml.safe_load((tmp_path / "_config.yml").read_text())["repository"]
+    assert (repo["url"], repo["branch"]) == (url, release)
+    files = [tmp_path / "_config.yml", *(tmp_path / "book" / "md").glob("*.md"), *(tmp_path / "book").glob("*.ipynb")]
+    for f in files:
+        text = f.read_text()
+        assert old["url"] not in text, f"{f.name} still names {old['url']}"
+        specs = re.findall(r"git\+(https://[^\s\"'\\]+)", text)
+        assert all(s == f"{url}@{release}" for s in specs), (f.name, specs)
+        if f.suffix in (".md", ".ipynb"):
+            assert len(specs) == 1, f.name
+    # outputs of the notebooks are kept by the sync
+    nb = nbformat.read(tmp_path / "book" / "06_phase_transition.ipynb", as_version=4)
+    assert any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                          "--rootdir", str(tmp_path), str(tmp_path / "tests" / "test_book.py"),
+                          "-k", "installs_attnlab or repository_url or identical_cells"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert " passed" in res.stdout and "failed" not in res.stdout

@@ -21,8 +21,8 @@ writes, under ``--out``:
     with ``npm pack`` into ``_build/.course_vendor``), so the decks work offline.
 ``assignments/``
     one otter-grader problem set per lecture, from ``book/course/assignments/psN.md``:
-    ``psN/student/`` (the notebook with stubs and public tests), ``psN/autograder/`` (the
-    solutions and ``autograder.zip`` with the hidden tests).
+    ``psN/student/`` (the notebook with stubs and public tests), ``psN/autograder/``
+    (``autograder.zip`` with the hidden tests, for ``otter run``) and ``psN/solutions/``.
 
 Every part can be built alone (``--parts student,slides``) and for some chapters only
 (``--chapters 01_positional_semantic``; ``--no-html`` skips the student HTML build).
@@ -477,6 +477,8 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
             raise SystemExit(f"otter assign {name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
         zips = sorted((target / "autograder").glob(f"{name}-autograder_*.zip"))
         zips[-1].rename(target / "autograder" / "autograder.zip")
+        (target / "solutions").mkdir()
+        shutil.copy2(target / "autograder" / f"{name}.ipynb", target / "solutions" / f"{name}.ipynb")
         tests = nbformat.read(target / "autograder" / f"{name}.ipynb", as_version=4).metadata["otter"]["tests"]
         n_tests[name] = sum(len(s["cases"]) for q in tests.values() for s in q["suites"])
     return n_tests
