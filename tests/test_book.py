@@ -21,6 +21,7 @@ TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 NOTEBOOKS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
 SOURCES = sorted(MD.glob("*.md"))
 REPO_URL = CONFIG["repository"]["url"]
+RELEASE = CONFIG["repository"]["branch"]  # the release tag the install cells and launch buttons use
 
 
 def _cells(path: Path) -> list[tuple]:
@@ -87,6 +88,8 @@ def test_md_sources_are_not_documents():
 
 def test_repository_url_is_set_once():
     assert REPO_URL.startswith("https://github.com/")
+    # the install cells and launch buttons pin a release tag, not a moving branch
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", RELEASE), RELEASE
     lb = CONFIG["launch_buttons"]
     assert lb["colab_url"] and lb["binderhub_url"] and lb["thebe"]
 
@@ -97,7 +100,8 @@ def test_first_code_cell_installs_attnlab_from_the_book_repository(nb_path):
     src = cell.source
     assert "import attnlab" in src and "except ImportError" in src, src
     urls = re.findall(r"git\+(https://[^\s\"']+)", src)
-    assert urls == [REPO_URL], f"{nb_path.name} installs from {urls}, _config.yml says {REPO_URL}"
+    expected = f"{REPO_URL}@{RELEASE}"
+    assert urls == [expected], f"{nb_path.name} installs from {urls}, _config.yml says {expected}"
     assert re.search(r"%pip install", src)
     assert "hide-output" in cell.metadata.get("tags", [])
 
@@ -109,7 +113,7 @@ def test_chapter_has_goals_exercises_and_folded_solutions(md_path):
     text = md_path.read_text()
     assert "Learning goals" in text
     exercises = re.findall(r"^:{3,}\{exercise\}", text, flags=re.M)
-    solutions = re.findall(r"^:{3,}\{solution\} (\S+)\n:class: dropdown", text, flags=re.M)
+    solutions = re.findall(r"^:{3,}\{solution(?:-start)?\} (\S+)\n:class: dropdown", text, flags=re.M)
     labels = re.findall(r"^:{3,}\{exercise\}\n:label: (\S+)", text, flags=re.M)
     assert len(exercises) >= 3, f"{md_path.name}: {len(exercises)} exercises"
     assert sorted(solutions) == sorted(labels), f"{md_path.name}: every exercise needs a dropdown solution"
@@ -123,6 +127,36 @@ def test_full_scale_switch_and_checked_numbers(md_path):
     assert re.search(r"^FULL_SCALE = False", text, flags=re.M), md_path.name
     # checked cells carry the nbval tag (not a comment marker, which the HTML book would show)
     assert ":tags: [nbval-check-output]" in text and "NBVAL_" not in text, md_path.name
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_solutions_are_tagged_cells(nb_path):
+    """Solution code runs as cells inside a gated {solution-start} ... {solution-end} block;
+    every cell of a solution (code and text) carries the tag `solution`, from which
+    build_course.py makes the student edition. Outside a block only hidden helpers may."""
+    nb = jupytext.read(nb_path)
+    inside, n_code = False, 0
+    for i, c in enumerate(nb.cells):
+        tags = c.metadata.get("tags", [])
+        src = c.source
+        starts = "{solution-start}" in src or "{solution}" in src
+        if starts or inside:
+            assert "solution" in tags, f"{nb_path.name} cell {i}: solution cell without the tag"
+        if "{solution-start}" in src:
+            assert not inside, f"{nb_path.name} cell {i}: nested solution-start"
+            inside = True
+        if inside and c.cell_type == "code":
+            n_code += 1
+        if "{solution-end}" in src:
+            assert inside, f"{nb_path.name} cell {i}: solution-end without start"
+            inside = False
+        if "solution" in tags and not (starts or inside or "{solution-end}" in src):
+            assert "remove-cell" in tags, f"{nb_path.name} cell {i}: tagged solution outside a solution"
+        if c.cell_type == "code" and not inside:
+            assert "```python" not in src
+    assert not inside, f"{nb_path.name}: unclosed solution-start"
+    md = (MD / (nb_path.stem + ".md")).read_text()
+    assert "```python" not in md.split("## Exercises")[-1], f"{nb_path.name}: solution code in a plain fence"
 
 
 def test_exercise_labels_are_unique():

@@ -4,8 +4,8 @@ jupyter-cache (``execute_notebooks: cache``) keys a notebook's outputs on the
 source of its code cells only, and Sphinx re-reads a document only when its
 own file changes. An edit of the attnlab library or of the cached results under
 ``results/`` or ``book/_data/`` would therefore leave stale outputs in the HTML. This extension
-hashes those inputs; when the hash differs from the one recorded at the last
-build (or none was recorded), it empties the jupyter cache and marks every notebook document as
+hashes those inputs; when the hash differs from the one recorded beside the cache at
+the last build (or none was recorded), it empties the jupyter cache and marks every notebook document as
 outdated, so the next build executes all chapters afresh.
 """
 from __future__ import annotations
@@ -39,13 +39,21 @@ def _cache_path(app) -> Path:
     return Path(configured) if configured else Path(app.outdir).parent / ".jupyter_cache"
 
 
+def _hash_file(cache: Path) -> Path:
+    # Recorded beside the cache, not in Sphinx's environment: a second build sharing the
+    # cache (the student edition, build_course.py) then reuses it instead of clearing it.
+    return cache.with_name(cache.name + ".attnlab-hash")
+
+
 def _outdated(app, env, added, changed, removed):
     new = source_hash(Path(app.srcdir))
-    old = getattr(env, "attnlab_source_hash", None)
-    env.attnlab_source_hash = new
+    cache = _cache_path(app)
+    record = _hash_file(cache)
+    old = record.read_text().strip() if record.exists() else None
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(new + "\n")
     if old == new:
         return []
-    cache = _cache_path(app)
     if cache.exists():
         shutil.rmtree(cache)
     docs = [doc for doc in env.found_docs if Path(env.doc2path(doc)).suffix == ".ipynb" if doc not in added]

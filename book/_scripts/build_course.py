@@ -1,0 +1,523 @@
+#!/usr/bin/env python
+"""Build the course module of the attnlab book from the chapters' tags.
+
+    python book/_scripts/build_course.py --out _build/course
+
+writes, under ``--out``:
+
+``student/``
+    ``notebooks/``: every chapter with the cells tagged ``solution`` removed
+    (nbconvert's ``TagRemovePreprocessor``; no hand-kept copy), and ``html/``: the HTML
+    book built with sphinx-exercise's ``hide_solutions`` through a second configuration
+    (``_config_student.yml``, made from ``_config.yml``) passed to ``jupyter-book build
+    --config``. It reuses the main build's execution cache (``_build/.jupyter_cache``).
+``instructor/``
+    the full notebooks, ``answers.md`` (every exercise with its solution code, outputs and
+    text, numbers filled in from the glued outputs), the project list and the course plan.
+``slides/``
+    one reveal.js deck per lecture of ``book/course/course_plan.yml``, made with nbconvert
+    ``--to slides`` from the chapters' executed notebooks; reveal.js, MathJax, require.js
+    and jQuery are copied next to the decks (from the npm registry's packages, fetched once
+    with ``npm pack`` into ``_build/.course_vendor``), so the decks work offline.
+``assignments/``
+    one otter-grader problem set per lecture, from ``book/course/assignments/psN.md``:
+    ``psN/student/`` (the notebook with stubs and public tests), ``psN/autograder/``
+    (``autograder.zip`` with the hidden tests, for ``otter run``) and ``psN/solutions/``.
+
+Every part can be built alone (``--parts student,slides``) and for some chapters only
+(``--chapters 01_positional_semantic``; ``--no-html`` skips the student HTML build).
+The build fails when a student notebook or page still contains solution code or text.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BOOK = ROOT / "book"
+COURSE = BOOK / "course"
+PARTS = ("student", "instructor", "slides", "assignments")
+
+#: npm packages copied next to the slide decks (what nbconvert's reveal template loads).
+VENDOR = {"reveal.js": "4.6.0", "mathjax": "2.7.9", "requirejs": "2.3.8", "jquery": "3.7.1"}
+VENDOR_CACHE = ROOT / "_build" / ".course_vendor"
+
+
+# --------------------------------------------------------------------------- course plan
+
+def chapter_names() -> list[str]:
+    return sorted(p.stem for p in BOOK.glob("[0-9][0-9]_*.ipynb"))
+
+
+def chapter_minutes(name: str) -> int:
+    """The chapter's own "Estimated time" (its MyST source), in minutes."""
+    text = (BOOK / "md" / f"{name}.md").read_text()
+    m = re.search(r"\*\*Estimated time[^*]*:\*\* (\d+) minutes", text)
+    if not m:
+        raise ValueError(f"{name}: no '**Estimated time:** N minutes'")
+    return int(m.group(1))
+
+
+def course_plan() -> dict:
+    """course_plan.yml with each lecture's minutes = the sum of its chapters' estimates."""
+    plan = yaml.safe_load((COURSE / "course_plan.yml").read_text())
+    for i, lec in enumerate(plan["lectures"], 1):
+        lec["number"] = i
+        lec["minutes"] = sum(chapter_minutes(c) for c in lec["chapters"])
+    plan["total_minutes"] = sum(lec["minutes"] for lec in plan["lectures"])
+    return plan
+
+
+# --------------------------------------------------------------------------- notebooks
+
+def read_chapter(name: str):
+    return nbformat.read(BOOK / f"{name}.ipynb", as_version=4)
+
+
+def remove_tagged(nb, tags=("solution",), input_tags=()):
+    """A copy of ``nb`` without the cells tagged ``tags`` (nbconvert TagRemovePreprocessor)."""
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    pre = TagRemovePreprocessor(remove_cell_tags=set(tags), remove_input_tags=set(input_tags))
+    pre.enabled = True
+    out, _ = pre.preprocess(copy.deepcopy(nb), {})
+    return out
+
+
+def glued(nb) -> dict:
+    """The values glued by the notebook's cells (MyST-NB ``glue``), as their text/plain."""
+    values = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            meta = out.get("metadata", {}).get("scrapbook")
+            if meta:
+                prefix = meta.get("mime_prefix", "")
+                text = out.get("data", {}).get(prefix + "text/plain")
+                if text is not None:
+                    values[meta["name"]] = text
+    return values
+
+
+def fill_glue(text: str, values: dict) -> str:
+    """Replace ``{glue:text}`key:fmt` `` (and ``{glue}``) roles by the glued values."""
+    from myst_nb.core.variables import format_plain_text
+
+    def one(m):
+        key, _, fmt = m.group(2).partition(":")
+        if key not in values:
+            return m.group(0)
+        return format_plain_text(values[key], fmt)
+
+    return re.sub(r"\{glue(:text|:any)?\}`([^`]+)`", one, text)
+
+
+def solution_fingerprints(nb) -> list[str]:
+    """Lines of the solution cells that must not appear in a student edition.
+
+    Code: every line of at least 20 characters. Text: lines of at least 30 characters
+    without markup that the HTML renders differently (math, roles, emphasis)."""
+    prints = []
+    public = " ".join(" ".join(c.source.split()) for c in nb.cells
+                      if "solution" not in c.metadata.get("tags", []))
+    for cell in nb.cells:
+        if "solution" not in cell.metadata.get("tags", []):
+            continue
+        for line in cell.source.splitlines():
+            s = " ".join(line.split())
+            if cell.cell_type == "code":
+                if len(s) >= 20 and not s.startswith("#"):
+                    prints.append(s)
+            elif len(s) >= 30 and not re.search(r"[$`{}*_:\\|]", s) and not s.startswith(("-", "1.", "2.", "3.", "4.")):
+                prints.append(s)
+    return [s for s in prints if s not in public]  # e.g. code quoted by the exercise itself
+
+
+def html_text(page: str) -> str:
+    """Visible text of an HTML page, whitespace-normalised."""
+    page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+
+
+def leaks(text: str, fingerprints: list[str]) -> list[str]:
+    text = " ".join(text.split())
+    return [f for f in fingerprints if f in text]
+
+
+# --------------------------------------------------------------------------- student
+
+def build_student(out: Path, chapters: list[str], html_build: bool) -> dict:
+    dest = out / "student" / "notebooks"
+    dest.mkdir(parents=True, exist_ok=True)
+    _copy_data(dest)
+    found = {}
+    for name in chapters:
+        full = read_chapter(name)
+        student = remove_tagged(full)
+        nbformat.write(student, dest / f"{name}.ipynb")
+        bad = leaks(json.dumps([c.source for c in student.cells]), solution_fingerprints(full))
+        bad += leaks(nbformat.writes(student), solution_fingerprints(full))
+        if bad:
+            found[f"student/notebooks/{name}.ipynb"] = bad
+    if html_build:
+        found.update(build_student_html(out, chapters))
+    if found:
+        raise SystemExit(f"solution code or text in the student edition: {found}")
+    return {"notebooks": len(chapters)}
+
+
+def student_config(out: Path) -> Path:
+    """_config.yml with hide_solutions, written next to the student edition."""
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    cfg["title"] = cfg["title"] + " (student edition)"
+    cfg.setdefault("sphinx", {}).setdefault("config", {})["hide_solutions"] = True
+    cfg.setdefault("execute", {})["cache"] = str(ROOT / "_build" / ".jupyter_cache")
+    # jupyter-book resolves the local extensions' folders against the config file's folder
+    local = cfg.get("sphinx", {}).get("local_extensions") or {}
+    cfg["sphinx"]["local_extensions"] = {k: str(ROOT / v) for k, v in local.items()}
+    path = out / "student" / "_config_student.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Made by book/_scripts/build_course.py from _config.yml: do not edit.\n"
+                    + yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def build_student_html(out: Path, chapters: list[str]) -> dict:
+    cfg = student_config(out)
+    work = out / "_student_build"
+    cmd = ["jupyter-book", "build", str(ROOT), "--config", str(cfg), "--path-output", str(work),
+           "-n", "--keep-going"]
+    if sorted(chapters) == chapter_names():
+        cmd.append("-W")  # the whole book: warning-free, like the main build
+    else:  # some chapters only: their own table of contents; links to the others warn
+        toc = {"format": "jb-book", "root": f"book/{chapters[0]}"}
+        if chapters[1:]:
+            toc["chapters"] = [{"file": f"book/{c}"} for c in chapters[1:]]
+        path = out / "student" / "_toc_student.yml"
+        path.write_text(yaml.safe_dump(toc, sort_keys=False))
+        cmd += ["--toc", str(path)]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"student HTML build failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
+    target = out / "student" / "html"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(work / "_build" / "html", target)
+    found = {}
+    for name in chapters:
+        page = target / "book" / f"{name}.html"
+        bad = leaks(html_text(page.read_text()), solution_fingerprints(read_chapter(name)))
+        if bad:
+            found[f"student/html/book/{name}.html"] = bad
+    return found
+
+
+def _copy_data(dest: Path):
+    if (dest / "_data").exists():
+        shutil.rmtree(dest / "_data")
+    shutil.copytree(BOOK / "_data", dest / "_data")
+
+
+# --------------------------------------------------------------------------- instructor
+
+def answers_markdown(chapters: list[str]) -> str:
+    """Every exercise of the chapters with its solution: code, text outputs and text."""
+    lines = ["# Answers to the exercises", "",
+             "Made by `book/_scripts/build_course.py` from the executed chapter notebooks: the",
+             "code is that of the solution cells, the outputs and the numbers are those of the",
+             "committed run.", ""]
+    for name in chapters:
+        nb = read_chapter(name)
+        values = glued(nb)
+        title = next(c.source.splitlines()[0].lstrip("# ") for c in nb.cells if c.cell_type == "markdown")
+        lines += [f"## {name[:2]}. {title}", ""]
+        for cell in nb.cells:
+            src = cell.source
+            tags = cell.metadata.get("tags", [])
+            if cell.cell_type == "markdown" and "{exercise}" in src:
+                for block in re.findall(r":{3,}\{exercise\}.*?\n(.*?)\n:{3,}\s*$", src, flags=re.S | re.M):
+                    label = re.search(r":label: (\S+)", block)
+                    body = re.sub(r":label: \S+\n", "", block).strip()
+                    lines += [f"### Exercise `{label.group(1) if label else ''}`", "",
+                              fill_glue(body, values), ""]
+            elif "solution" in tags and "remove-cell" not in tags:
+                if cell.cell_type == "code":
+                    lines += ["```python", src.rstrip(), "```", ""]
+                    text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                                   if o.get("output_type") == "stream")
+                    text += "".join(o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", [])
+                                    if o.get("output_type") == "execute_result")
+                    if text.strip():
+                        lines += ["Output:", "", "```text", text.rstrip(), "```", ""]
+                else:
+                    body = re.sub(r"^:{3,}\{solution(?:-start|-end)?\}.*\n(:class: \S+\n)?(:{3,}\n)?", "",
+                                  src + "\n", flags=re.M)
+                    body = re.sub(r"^:{3,}\s*$", "", body, flags=re.M).strip()
+                    if body:
+                        lines += ["**Answer.** " + fill_glue(body, values), ""]
+    return "\n".join(lines) + "\n"
+
+
+def build_instructor(out: Path, chapters: list[str]) -> dict:
+    dest = out / "instructor"
+    (dest / "notebooks").mkdir(parents=True, exist_ok=True)
+    _copy_data(dest / "notebooks")
+    for name in chapters:
+        shutil.copy2(BOOK / f"{name}.ipynb", dest / "notebooks" / f"{name}.ipynb")
+    (dest / "answers.md").write_text(answers_markdown(chapters))
+    shutil.copy2(BOOK / "appendix" / "projects.md", dest / "projects.md")
+    if (dest / "projects").exists():
+        shutil.rmtree(dest / "projects")
+    shutil.copytree(COURSE / "projects", dest / "projects")
+    plan = course_plan()
+    rows = ["# Course plan", "", "| Lecture | Title | Chapters | Minutes |", "|---|---|---|---|"]
+    rows += [f"| {l['number']} | {l['title']} | {', '.join(l['chapters'])} | {l['minutes']} |"
+             for l in plan["lectures"]]
+    rows += ["", f"Total: {plan['total_minutes']} minutes.", ""]
+    for w in plan["weeks"]:
+        rows += [f"## Week {w['week']}", ""] + [f"* {' | '.join(d)}" for d in w["days"]] + [""]
+    (dest / "course_plan.md").write_text("\n".join(rows))
+    return {"answers": (dest / "answers.md").read_text().count("### Exercise")}
+
+
+# --------------------------------------------------------------------------- slides
+
+def vendor() -> Path:
+    """reveal.js, MathJax 2, require.js and jQuery from the npm registry (npm pack), cached."""
+    done = VENDOR_CACHE / "complete"
+    if done.exists() and done.read_text() == json.dumps(VENDOR):
+        return VENDOR_CACHE
+    if shutil.which("npm") is None:
+        raise SystemExit("the slides need npm once, to fetch reveal.js and MathJax (npm pack)")
+    if VENDOR_CACHE.exists():
+        shutil.rmtree(VENDOR_CACHE)
+    VENDOR_CACHE.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        specs = [f"{k}@{v}" for k, v in VENDOR.items()]
+        subprocess.run(["npm", "pack", "--silent", *specs], cwd=tmp, check=True, capture_output=True)
+        for tgz in Path(tmp).glob("*.tgz"):
+            with tarfile.open(tgz) as tar:
+                tar.extractall(Path(tmp) / tgz.stem, filter="data")
+        pkg = {k: next(Path(tmp).glob(f"{k}-{v}")) / "package" for k, v in VENDOR.items()}
+        rv = VENDOR_CACHE / "reveal.js"
+        for sub in ("dist", "plugin/notes"):
+            shutil.copytree(pkg["reveal.js"] / sub, rv / sub)
+        shutil.copy2(pkg["reveal.js"] / "LICENSE", rv / "LICENSE")
+        mj = VENDOR_CACHE / "mathjax"
+        for sub in ("MathJax.js", "LICENSE", "config/TeX-AMS_CHTML-full.js", "config/Safe.js", "extensions",
+                    "jax/input/TeX", "jax/output/CommonHTML", "jax/element", "localization/en",
+                    "fonts/HTML-CSS/TeX/woff"):
+            src, dst = pkg["mathjax"] / sub, mj / sub
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+        shutil.copy2(pkg["requirejs"] / "require.js", VENDOR_CACHE / "require.js")
+        shutil.copy2(pkg["jquery"] / "dist" / "jquery.min.js", VENDOR_CACHE / "jquery.min.js")
+    done.write_text(json.dumps(VENDOR))
+    return VENDOR_CACHE
+
+
+_ROLE = re.compile(r"\{(\w+)(?::\w+)?\}`([^`]*)`")
+
+
+def slide_markdown(src: str, values: dict, bib: dict) -> str:
+    """MyST markdown -> plain markdown that nbconvert renders (directives unwrapped, roles as text)."""
+    src = fill_glue(src, values)
+
+    def role(m):
+        kind, text = m.group(1), m.group(2)
+        if kind == "cite":
+            return ", ".join(bib.get(k.strip(), k.strip()) for k in text.split(","))
+        text = re.sub(r"^(.*)<(.*)>$", r"\1", text).strip()
+        if kind in ("func", "class", "meth", "mod", "attr", "data", "obj"):
+            return f"`{text.lstrip('~').split('.')[-1] if text.startswith('~') else text}`"
+        if kind == "doc":
+            return "Chapter " + text.split("/")[-1][:2].lstrip("0")
+        return text
+
+    src = _ROLE.sub(role, src).replace("Chapter Chapter ", "Chapter ")
+    out = []
+    for line in src.splitlines():
+        m = re.match(r"^:{3,}\{(\w[\w-]*)\}\s*(.*)$", line)
+        if m:
+            kind, arg = m.groups()
+            title = arg or {"exercise": "Exercise"}.get(kind, "")
+            out.append(f"**{title}**" if title else "")
+            continue
+        if re.match(r"^:{3,}\s*$", line) or re.match(r"^:(label|class|tags):", line):
+            continue
+        out.append(line)
+    return "\n".join(out).strip()
+
+
+def lecture_notebook(lecture: dict):
+    """The deck of one lecture: per chapter, the title and learning goals, every section
+    heading with its first paragraph, every figure (code hidden), every cell tagged
+    ``slide``, and the exercise statements (cells tagged ``solution`` or ``remove-cell``
+    never)."""
+    bib = {"cui2024phase": "Cui, Behrens, Krzakala, Zdeborová (2024)"}
+    cells = []
+    title = nbformat.v4.new_markdown_cell(
+        f"# Lecture {lecture['number']}: {lecture['title']}\n\n"
+        f"{lecture['minutes']} minutes · chapters {', '.join(c[:2] for c in lecture['chapters'])} "
+        "of *Positional and semantic attention: a solvable model* (attnlab)")
+    title.metadata["slideshow"] = {"slide_type": "slide"}
+    cells.append(title)
+    for name in lecture["chapters"]:
+        nb = remove_tagged(read_chapter(name), tags=("solution", "remove-cell", "skip-slide"))
+        values = glued(read_chapter(name))
+        for cell in nb.cells:
+            tags = cell.metadata.get("tags", [])
+            kind = None
+            if cell.cell_type == "markdown":
+                src = cell.source.lstrip()
+                if src.startswith("# ") or src.startswith("## ") or "slide" in tags:
+                    kind = "slide"
+                    if src.startswith("## "):  # heading + first paragraph
+                        paras = src.split("\n\n")
+                        src = "\n\n".join(paras[:2])
+                elif "{exercise}" in src:
+                    kind = "subslide"
+                if kind:
+                    new = nbformat.v4.new_markdown_cell(slide_markdown(src, values, bib))
+            elif cell.cell_type == "code":
+                images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+                if images or "slide" in tags:
+                    kind = "slide" if "slide" in tags else "subslide"
+                    new = nbformat.v4.new_code_cell(cell.source)
+                    new.outputs = images if images else cell.outputs
+                    new.metadata["tags"] = ["remove-input"]
+            if kind:
+                new.metadata["slideshow"] = {"slide_type": kind}
+                cells.append(new)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+_TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
+{# offline: no mermaid module from a CDN (the chapters have no mermaid diagrams) #}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
+def build_slides(out: Path, lectures: list[dict]) -> dict:
+    from nbconvert import SlidesExporter
+    from nbconvert.preprocessors import ExtractOutputPreprocessor, TagRemovePreprocessor
+    from traitlets.config import Config
+
+    dest = out / "slides"
+    dest.mkdir(parents=True, exist_ok=True)
+    if (dest / "_vendor").exists():
+        shutil.rmtree(dest / "_vendor")
+    shutil.copytree(vendor(), dest / "_vendor", ignore=shutil.ignore_patterns("complete"))
+    tpl = out / "_slides_template" / "attnlab_reveal"
+    tpl.mkdir(parents=True, exist_ok=True)
+    (tpl / "index.html.j2").write_text(_TEMPLATE)
+    (tpl / "conf.json").write_text(json.dumps({"base_template": "reveal", "mimetypes": {"text/html": True}}))
+    c = Config()
+    c.SlidesExporter.reveal_url_prefix = "_vendor/reveal.js"
+    c.SlidesExporter.reveal_scroll = True
+    c.SlidesExporter.reveal_theme = "white"
+    c.SlidesExporter.require_js_url = "_vendor/require.js"
+    c.SlidesExporter.jquery_url = "_vendor/jquery.min.js"
+    c.SlidesExporter.mathjax_url = "_vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe"
+    c.SlidesExporter.extra_template_basedirs = [str(tpl.parent)]
+    c.SlidesExporter.template_name = "attnlab_reveal"
+    c.TagRemovePreprocessor.remove_input_tags = {"remove-input"}
+    c.TagRemovePreprocessor.enabled = True
+    counts = {}
+    for lec in lectures:
+        stem = f"lecture{lec['number']:02d}"
+        nb = lecture_notebook(lec)
+        exporter = SlidesExporter(config=c)
+        exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
+        exporter.register_preprocessor(ExtractOutputPreprocessor(config=c), enabled=True)
+        body, res = exporter.from_notebook_node(nb, resources={"output_files_dir": f"{stem}_files"})
+        (dest / f"{stem}.html").write_text(body)
+        for fname, data in res.get("outputs", {}).items():
+            (dest / fname).parent.mkdir(parents=True, exist_ok=True)
+            (dest / fname).write_bytes(data)
+        counts[stem] = sum(1 for cell in nb.cells if cell.metadata["slideshow"]["slide_type"] in ("slide", "subslide"))
+    return counts
+
+
+# --------------------------------------------------------------------------- assignments
+
+def build_assignments(out: Path, lectures: list[dict]) -> dict:
+    import jupytext
+
+    dest = out / "assignments"
+    src_dir = out / "_assignment_sources"
+    src_dir.mkdir(parents=True, exist_ok=True)
+    n_tests = {}
+    for lec in lectures:
+        name = f"ps{lec['number']}"
+        md = COURSE / "assignments" / f"{name}.md"
+        nb = jupytext.read(md)
+        master = src_dir / f"{name}.ipynb"
+        nbformat.write(nb, master)
+        target = dest / name
+        if target.exists():
+            shutil.rmtree(target)
+        res = subprocess.run(["otter", "assign", "--no-run-tests", str(master), str(target)],
+                             cwd=src_dir, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SystemExit(f"otter assign {name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        zips = sorted((target / "autograder").glob(f"{name}-autograder_*.zip"))
+        zips[-1].rename(target / "autograder" / "autograder.zip")
+        (target / "solutions").mkdir()
+        shutil.copy2(target / "autograder" / f"{name}.ipynb", target / "solutions" / f"{name}.ipynb")
+        tests = nbformat.read(target / "autograder" / f"{name}.ipynb", as_version=4).metadata["otter"]["tests"]
+        n_tests[name] = sum(len(s["cases"]) for q in tests.values() for s in q["suites"])
+    return n_tests
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="_build/course", type=Path)
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {PARTS}")
+    ap.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
+    ap.add_argument("--no-html", action="store_true", help="skip the student HTML build")
+    args = ap.parse_args(argv)
+    out = args.out if args.out.is_absolute() else Path.cwd() / args.out
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        ap.error(f"unknown parts {sorted(unknown)}")
+    chapters = [c for c in args.chapters.split(",") if c] or chapter_names()
+    plan = course_plan()
+    lectures = [l for l in plan["lectures"] if set(l["chapters"]) & set(chapters)]
+    out.mkdir(parents=True, exist_ok=True)
+    report = {}
+    for part in parts:
+        start = time.perf_counter()
+        if part == "student":
+            report[part] = build_student(out, chapters, html_build=not args.no_html)
+        elif part == "instructor":
+            report[part] = build_instructor(out, chapters)
+        elif part == "slides":
+            report[part] = build_slides(out, lectures)
+        elif part == "assignments":
+            report[part] = build_assignments(out, lectures)
+        report[part + "_seconds"] = round(time.perf_counter() - start, 1)
+        print(f"{part}: {report[part]} ({report[part + '_seconds']} s)", flush=True)
+    (out / "build_report.json").write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

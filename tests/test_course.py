@@ -1,0 +1,258 @@
+"""The course module: course plan, student/instructor editions, slides, problem sets, retarget.
+
+The tests that build course material share one build per session (the ``course`` fixture:
+``build_course.py`` for every chapter, without the full student HTML book, which needs the
+whole book executed; the student HTML is checked on the preface alone). They are marked
+``course``: ``python -m pytest -m "not course"`` skips them.
+"""
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+sys.path.insert(0, str(BOOK / "_scripts"))
+import build_course  # noqa: E402
+
+CHAPTERS = build_course.chapter_names()
+PLAN = build_course.course_plan()
+
+
+# --------------------------------------------------------------------------- course plan
+
+def _table_minutes(text: str) -> dict[int, int]:
+    """{lecture: minutes} of a markdown table whose first column is the lecture number."""
+    rows = re.findall(r"^\| (\d+) \|.*\| (\d+)(?: min)? \|$", text, flags=re.M)
+    return {int(a): int(b) for a, b in rows}
+
+
+def test_every_chapter_is_in_exactly_one_lecture():
+    listed = [c for lec in PLAN["lectures"] for c in lec["chapters"]]
+    assert sorted(listed) == CHAPTERS
+
+
+def test_course_plan_minutes_add_up_from_the_chapters():
+    estimates = {c: build_course.chapter_minutes(c) for c in CHAPTERS}
+    expected = {lec["number"]: sum(estimates[c] for c in lec["chapters"]) for lec in PLAN["lectures"]}
+    page = (BOOK / "appendix" / "course_plan.md").read_text()
+    assert _table_minutes(page) == expected
+    total = re.search(r"\*\*total\*\* \| \*\*(\d+)\*\*", page)
+    assert total and int(total.group(1)) == sum(estimates.values()) == PLAN["total_minutes"]
+    preface = (BOOK / "md" / "00_preface.md").read_text()
+    assert _table_minutes(preface) == expected
+
+
+def test_schedule_names_every_lecture_and_problem_set():
+    text = json.dumps(PLAN["weeks"])
+    for lec in PLAN["lectures"]:
+        assert f"lecture {lec['number']}" in text
+        assert f"problem set {lec['number']} out" in text
+
+
+def test_every_lecture_has_a_problem_set_source():
+    for lec in PLAN["lectures"]:
+        assert (BOOK / "course" / "assignments" / f"ps{lec['number']}.md").exists()
+
+
+def test_project_starters_compile():
+    starters = sorted((BOOK / "course" / "projects").glob("*.py"))
+    assert len(starters) >= 4
+    page = (BOOK / "appendix" / "projects.md").read_text()
+    for p in starters:
+        compile(p.read_text(), str(p), "exec")
+        assert p.name in page, f"{p.name} not described on the projects page"
+    assert "rubric" in page.lower() and "Scope" in page
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_ends_with_a_kernel_free_quiz(name):
+    """A jupyterquiz quiz before the exercises, stored as HTML + JavaScript outputs (so the
+    static HTML page runs it without a kernel; the questions are in the page)."""
+    nb = build_course.read_chapter(name)
+    idx = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "display_quiz(" in c.source]
+    assert len(idx) == 1, name
+    exercises = next(i for i, c in enumerate(nb.cells) if c.source.lstrip().startswith("## Exercises"))
+    assert idx[0] < exercises
+    outs = nb.cells[idx[0]].outputs
+    data = {k: v for o in outs for k, v in o.get("data", {}).items()}
+    assert "application/javascript" in data and "text/html" in data, sorted(data)
+    assert '"correct": true' in data["application/javascript"].replace("True", "true")
+
+
+# --------------------------------------------------------------------------- built material
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory):
+    if shutil.which("npm") is None:
+        pytest.skip("npm is needed once to fetch reveal.js and MathJax for the slides")
+    out = tmp_path_factory.mktemp("course")
+    build_course.main(["--out", str(out), "--no-html"])
+    return out
+
+
+@pytest.mark.course
+def test_student_notebooks_have_no_solution(course):
+    for name in CHAPTERS:
+        full = build_course.read_chapter(name)
+        student = nbformat.read(course / "student" / "notebooks" / f"{name}.ipynb", as_version=4)
+        assert not any("solution" in c.metadata.get("tags", []) for c in student.cells)
+        assert not any("{solution" in c.source for c in student.cells), name
+        text = nbformat.writes(student)
+        prints = build_course.solution_fingerprints(full)
+        assert prints or name == "00_preface", name
+        assert build_course.leaks(text, prints) == [], name
+        # everything else is kept
+        kept = [c.source for c in full.cells if "solution" not in c.metadata.get("tags", [])]
+        assert [c.source for c in student.cells] == kept
+
+
+@pytest.mark.course
+def test_instructor_edition_answers_every_exercise(course):
+    answers = (course / "instructor" / "answers.md").read_text()
+    labels = []
+    for name in CHAPTERS:
+        labels += re.findall(r"^:label: (ex-\S+)", (BOOK / "md" / f"{name}.md").read_text(), flags=re.M)
+    assert labels
+    for label in labels:
+        assert f"### Exercise `{label}`" in answers
+        block = answers.split(f"### Exercise `{label}`")[1].split("### Exercise")[0]
+        assert "**Answer.**" in block or "```python" in block, label
+    assert "ex-ch6-sliders" in labels  # the questions on the sliders of Chapter 6
+    assert "{glue" not in answers  # numbers filled in
+    for name in CHAPTERS:
+        assert (course / "instructor" / "notebooks" / f"{name}.ipynb").exists()
+    assert (course / "instructor" / "projects.md").exists()
+    assert len(list((course / "instructor" / "projects").glob("*.py"))) >= 4
+
+
+class _Deck(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.depth, self.leaves, self.refs, self._has_child = 0, 0, [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "section":
+            if self._has_child:
+                self._has_child[-1] = True
+            self._has_child.append(False)
+        for key in ("src", "href"):
+            if attrs.get(key) and (tag in ("img", "script") or attrs.get("rel") == "stylesheet"):
+                self.refs.append((tag, attrs[key]))
+
+    def handle_endtag(self, tag):
+        if tag == "section":
+            if not self._has_child.pop():
+                self.leaves += 1
+
+
+@pytest.mark.course
+def test_slide_decks_work_offline(course):
+    slides = course / "slides"
+    for lec in PLAN["lectures"]:
+        deck = slides / f"lecture{lec['number']:02d}.html"
+        assert deck.exists(), deck
+        parser = _Deck()
+        parser.feed(deck.read_text())
+        assert parser.leaves >= 8, (deck.name, parser.leaves)
+        imgs = [src for tag, src in parser.refs if tag == "img"]
+        assert imgs, f"{deck.name}: no figure"
+        for tag, ref in parser.refs:
+            assert not re.match(r"(https?:)?//", ref), f"{deck.name}: {tag} from the network: {ref}"
+            if ref.startswith("data:"):
+                continue
+            assert (slides / ref.split("?")[0]).is_file(), f"{deck.name}: {ref} missing"
+    assert (slides / "_vendor" / "reveal.js" / "dist" / "reveal.js").is_file()
+    assert (slides / "_vendor" / "mathjax" / "MathJax.js").is_file()
+
+
+def _otter_score(autograder: Path, notebook: Path, out: Path) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "otter", "run", "-a", str(autograder), "-o", str(out), str(notebook)],
+                   check=True, capture_output=True, text=True, cwd=notebook.parent)
+    results = json.loads((out / "results.json").read_text())
+    return {t["name"]: (t["score"], t["max_score"]) for t in results["tests"] if t["name"] != "Public Tests"}
+
+
+@pytest.mark.course
+@pytest.mark.parametrize("number", [lec["number"] for lec in PLAN["lectures"]])
+def test_problem_set_solutions_pass_and_stubs_fail(course, number, tmp_path):
+    pytest.importorskip("otter")
+    ps = course / "assignments" / f"ps{number}"
+    zip_ = ps / "autograder" / "autograder.zip"
+    assert zip_.exists()
+    student_nb = ps / "student" / f"ps{number}.ipynb"
+    # the student notebook has stubs, no solution and no hidden test
+    nb = nbformat.read(student_nb, as_version=4)
+    assert not any("BEGIN SOLUTION" in c.source for c in nb.cells)
+    assert "hidden: true" not in json.dumps(nb.metadata) and '"hidden": true' not in json.dumps(nb.metadata)
+    solved = _otter_score(zip_, ps / "autograder" / f"ps{number}.ipynb", tmp_path / "solution")
+    stub = _otter_score(zip_, student_nb, tmp_path / "stub")
+    assert solved and set(solved) == set(stub)
+    for q, (score, max_score) in solved.items():
+        assert score == max_score > 0, f"ps{number} {q}: the solution scores {score}/{max_score}"
+        assert stub[q][0] == 0, f"ps{number} {q}: the stub scores {stub[q][0]}"
+
+
+@pytest.mark.course
+def test_student_html_hides_solutions(tmp_path):
+    """The student HTML build of one chapter (the preface: fast to execute) has no solution."""
+    found = build_course.build_student_html(tmp_path, ["00_preface"])
+    assert found == {}
+    page = (tmp_path / "student" / "html" / "book" / "00_preface.html").read_text()
+    assert "ex-ch0-params" in page or "Exercise" in page  # the exercises are there
+    assert "solution-content" not in page and "Every parameter is validated" not in page
+
+
+# --------------------------------------------------------------------------- retarget
+
+def test_retarget_changes_every_url(tmp_path):
+    """retarget.py on a copy of the book: every URL and the release change, and the URL
+    agreement test of tests/test_book.py passes on the retargeted copy."""
+    pytest.importorskip("jupytext")
+    import retarget
+
+    for name in ("_config.yml", "_toc.yml", "jupytext.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "book" / "md").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    for p in (BOOK / "md").glob("*.md"):
+        shutil.copy2(p, tmp_path / "book" / "md" / p.name)
+    for p in BOOK.glob("[0-9][0-9]_*.ipynb"):
+        shutil.copy2(p, tmp_path / "book" / p.name)
+    shutil.copy2(ROOT / "tests" / "test_book.py", tmp_path / "tests" / "test_book.py")
+    old = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+
+    url, release = "https://github.com/some-teacher/attnlab-fork", "v9.8.7"
+    changed = retarget.retarget(tmp_path, url=url, release=release)
+    assert len(changed) == len(CHAPTERS)
+    repo = yaml.safe_load((tmp_path / "_config.yml").read_text())["repository"]
+    assert (repo["url"], repo["branch"]) == (url, release)
+    files = [tmp_path / "_config.yml", *(tmp_path / "book" / "md").glob("*.md"), *(tmp_path / "book").glob("*.ipynb")]
+    for f in files:
+        text = f.read_text()
+        assert old["url"] not in text, f"{f.name} still names {old['url']}"
+        specs = re.findall(r"git\+(https://[^\s\"'\\]+)", text)
+        assert all(s == f"{url}@{release}" for s in specs), (f.name, specs)
+        if f.suffix in (".md", ".ipynb"):
+            assert len(specs) == 1, f.name
+    # outputs of the notebooks are kept by the sync
+    nb = nbformat.read(tmp_path / "book" / "06_phase_transition.ipynb", as_version=4)
+    assert any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                          "--rootdir", str(tmp_path), str(tmp_path / "tests" / "test_book.py"),
+                          "-k", "installs_attnlab or repository_url or identical_cells"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert " passed" in res.stdout and "failed" not in res.stdout
