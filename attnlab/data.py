@@ -244,4 +244,4 @@ def make_problem(params: ModelParams, alpha: float, d: int, *, seed: int = 0,
     check_params(params)
     check_choice("teacher", teacher, TEACHERS)
     n = n_samples(alpha, d, params.L)
-    return sample_dataset(params, n, d, Qstar=sample_teacher(d, seed), seed=seed, dtype=dtype)
+    return sample_dataset(params, n, d, Qstar=sample_teacher(d, seed, teacher), seed=seed, dtype=dtype)

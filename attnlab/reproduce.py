@@ -463,7 +463,8 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
                   init=["semantic", "positional"], seed=[0, 1, 2]),
         quick=dict(omega=[0.3], alpha=[0.6, 1.2], d=[40, 80], seed=[0]),
         theory=_arbiter_tasks, plot=_plot_arbiter,
-        notes="Teacher rescaled to |Q*|^2 = d (rho = sigma^2 exactly); GD warm-up (lr 0.15) then L-BFGS to "
+        notes="Teacher rescaled to |Q*|^2 = d (rho = sigma^2 exactly; the runs cached in results/ drew it "
+              "unscaled, N(0, I_d): make_problem ignored its teacher argument until that was fixed); GD warm-up (lr 0.15) then L-BFGS to "
               "gradient rms 1e-9 (method 'lbfgs'); eps_g on 10,000 fresh samples; extrapolation "
               "y(d) = y_inf + b/d by weighted least squares over the seed means at each d."),
     Figure(

@@ -193,3 +193,14 @@ def test_determinism():
     assert da == db
     f32 = sample_dataset(P0, 5, 10, seed=1, dtype="float32")
     assert f32.x.dtype == np.float32 and np.allclose(f32.x, sample_dataset(P0, 5, 10, seed=1).x, atol=1e-6)
+
+
+def test_make_problem_uses_the_requested_teacher():
+    """teacher="exact-norm" reaches the data: |Q*|^2 = d exactly, and the targets use that Q*."""
+    import attnlab
+    from attnlab.data import make_problem, sample_teacher
+
+    data = make_problem(attnlab.ModelParams(), 0.5, 50, seed=3, teacher="exact-norm")
+    assert np.linalg.norm(data.Qstar) ** 2 == pytest.approx(50)
+    np.testing.assert_allclose(data.Qstar, sample_teacher(50, 3, "exact-norm"))
+    assert not np.allclose(make_problem(attnlab.ModelParams(), 0.5, 50, seed=3).Qstar, data.Qstar)
