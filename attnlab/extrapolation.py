@@ -80,7 +80,9 @@ def extrapolate(d, y) -> Extrapolation:
         If ``d`` and ``y`` differ in length, are empty, or hold non-finite values or ``d < 1``.
     """
     d = check_finite_array("d", d, shapes=[(None,)])
-    y = check_finite_array("y", y, shapes=[d.shape])
+    y = check_finite_array("y", y, shapes=[(None,)])
+    if y.shape != d.shape:
+        raise ValueError(f"d and y must have one length, got {d.size} and {y.size}")
     if d.size == 0:
         raise ValueError(f"d and y must be 1-d arrays of one length >= 1, got shapes {d.shape} and {y.shape}")
     if not (np.all(np.isfinite(d)) and np.all(np.isfinite(y)) and np.all(d >= 1)):
