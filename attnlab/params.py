@@ -11,7 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES",
+__all__ = ["ModelParams", "DEFAULT_SIGMA", "DEFAULT_LAM", "DEFAULT_OMEGA", "DEFAULT_A", "DEFAULT_ALPHA_MAX",
+           "DEFAULT_XTOL", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES",
            "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE", "check_positive",
            "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params", "check_finite_array",
            "check_memory", "memory_bytes", "check_path", "check_xy"]
@@ -20,8 +21,18 @@ __all__ = ["ModelParams", "DEFAULT_A", "PAPER_A_ASYMMETRIC", "INITS", "METHODS",
 #: a looser one would return the starting point as "converged".
 MAX_TOLERANCE = 1e-2
 
+#: The paper's parameters (Sec. 4): token-content scale ``sigma``, ridge strength
+#: ``lambda`` and positional weight ``omega`` of its figures; the defaults of
+#: :class:`ModelParams`.
+DEFAULT_SIGMA = 0.5
+DEFAULT_LAM = 0.01
+DEFAULT_OMEGA = 0.3
 #: Default positional attention matrix of the teacher (paper, Sec. 4).
 DEFAULT_A = ((0.6, 0.4), (0.4, 0.6))
+#: Default search interval ``(0, alpha_max]`` and root tolerance in ``alpha`` of the
+#: thresholds ``alpha_c``, ``alpha_l`` (the paper's figures span ``alpha <= 2``).
+DEFAULT_ALPHA_MAX = 3.0
+DEFAULT_XTOL = 1e-3
 #: The asymmetric positional matrix also used in the paper's appendix.
 PAPER_A_ASYMMETRIC = ((0.3, 0.7), (0.8, 0.2))
 
@@ -249,9 +260,9 @@ class ModelParams:
         If any parameter is outside its allowed range; the message names it.
     """
 
-    sigma: float = 0.5
-    lam: float = 0.01
-    omega: float = 0.3
+    sigma: float = DEFAULT_SIGMA
+    lam: float = DEFAULT_LAM
+    omega: float = DEFAULT_OMEGA
     A: tuple = field(default=None)
     L: int = 2
     r: int = 1
