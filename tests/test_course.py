@@ -213,6 +213,11 @@ def test_student_html_hides_solutions(tmp_path):
     page = (tmp_path / "student" / "html" / "book" / "00_preface.html").read_text()
     assert "ex-ch0-params" in page or "Exercise" in page  # the exercises are there
     assert "solution-content" not in page and "Every parameter is validated" not in page
+    # the page's download button serves the student notebook
+    assert '_sources/book/00_preface.ipynb' in page
+    served = nbformat.read(tmp_path / "student" / "html" / "_sources" / "book" / "00_preface.ipynb", as_version=4)
+    assert not any("solution" in c.metadata.get("tags", []) for c in served.cells)
+    assert "Every parameter is validated" not in nbformat.writes(served)
 
 
 # --------------------------------------------------------------------------- retarget

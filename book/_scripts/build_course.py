@@ -217,10 +217,18 @@ def build_student_html(out: Path, chapters: list[str]) -> dict:
     shutil.copytree(work / "_build" / "html", target)
     found = {}
     for name in chapters:
-        page = target / "book" / f"{name}.html"
-        bad = leaks(html_text(page.read_text()), solution_fingerprints(read_chapter(name)))
-        if bad:
-            found[f"student/html/book/{name}.html"] = bad
+        full = read_chapter(name)
+        # the pages' download button serves _sources/: the student notebook, not the full one
+        source = target / "_sources" / "book" / f"{name}.ipynb"
+        if source.exists():
+            nbformat.write(remove_tagged(full), source)
+        prints = solution_fingerprints(full)
+        for path in (target / "book" / f"{name}.html", source):
+            if path.exists():
+                text = path.read_text()
+                bad = leaks(html_text(text) if path.suffix == ".html" else text, prints)
+                if bad:
+                    found[str(path.relative_to(out))] = bad
     return found
 
 
