@@ -52,8 +52,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.optimize
 
-from ..params import (BRANCHES, ModelParams, check_choice, check_in_range, check_int, check_params,
-                      check_tolerance)
+from ..params import (BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS, ModelParams, check_choice, check_in_range,
+                      check_int, check_params, check_tolerance)
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
@@ -66,17 +66,6 @@ __all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "FOLLOWED_TOL", "follo
            "initial_overlaps", "check_quadrature", "check_se_params", "ON_BRANCH_MIN", "QUADRATURE_WARN", "ALPHA_LIMIT",
            "SIGMA_LIMIT"]
 
-
-#: Per-sample proximal minimisers: ``"global"`` (the replica computation of the
-#: global minimum of the risk, the paper's Result 4.2) and ``"followed"`` (the local
-#: minimiser reached by descent from the preactivations of gradient descent's
-#: initialisation: ``h*`` for ``Q0 = Q*`` on the semantic branch, those of
-#: ``Q0 = 0.5 * 1_d`` on the positional one; see :mod:`attnlab.theory.followed_rule`).
-MINIMIZERS = ("global", "followed")
-
-#: The default minimiser (both branches): it describes the minimum gradient descent
-#: reaches from the branch's init (book Chapter 5).
-DEFAULT_MINIMIZER = "followed"
 
 #: Smallest residual tolerance used with the followed minimiser and the default
 #: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
