@@ -6,6 +6,8 @@ arXiv:2402.03902, Sec. 2 (data model) and Sec. 3 (empirical risk).
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -338,16 +340,16 @@ class ModelParams:
         ValueError
             If a key is missing (the message names it) or a value is out of range.
         """
-        missing = [k for k in ("omega", "sigma", "lambda", "A11") if k not in record]
+        missing = [k for k in ("omega", "sigma", "lambda") if k not in record]
         if missing:
             raise ValueError(f"a parameter record needs the keys omega, sigma, lambda, A11..A22; missing {missing}")
-        L = 2
-        while _A_key(0, L, L + 1) in record:
-            L += 1
-        try:
-            A = [[record[_A_key(i, j, L)] for j in range(L)] for i in range(L)]
-        except KeyError as exc:
-            raise ValueError(f"a parameter record of L = {L} tokens needs the entry {exc.args[0]} of A") from None
+        entries = [k for k in record if re.fullmatch(r"A\d+(_\d+)?", str(k))]
+        L = math.isqrt(len(entries))
+        keys = [[_A_key(i, j, L) for j in range(L)] for i in range(L)]
+        if L < 2 or not all(k in record for row in keys for k in row):
+            raise ValueError(f"a parameter record needs the L x L entries of A (A11, A12, A21, A22 for L = 2), "
+                             f"got {entries}")
+        A = [[record[k] for k in row] for row in keys]
         return cls(sigma=record["sigma"], lam=record["lambda"], omega=record["omega"], A=A, L=L,
                    r=record.get("rank", 1))
 
