@@ -15,9 +15,9 @@ import numpy as np
 
 __all__ = ["ModelParams", "DEFAULT_SIGMA", "DEFAULT_LAM", "DEFAULT_OMEGA", "DEFAULT_A", "DEFAULT_ALPHA_MAX",
            "DEFAULT_XTOL", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES", "MINIMIZERS",
-           "DEFAULT_MINIMIZER", "COUNTING_ATTENTION", "COUNTING_DEFAULTS", "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE", "check_positive", "check_in_range",
-           "check_choice", "check_int", "check_tolerance", "check_params", "check_finite_array", "check_memory",
-           "memory_bytes", "check_path", "check_xy"]
+           "DEFAULT_MINIMIZER", "COUNTING_ATTENTION", "COUNTING_DEFAULTS", "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE",
+           "check_positive", "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params",
+           "check_finite_array", "check_memory", "memory_bytes", "check_path", "check_xy"]
 
 #: Largest tolerance accepted for a fixed point (``tol``) or a root in ``alpha`` (``xtol``):
 #: a looser one would return the starting point as "converged".

@@ -11,8 +11,8 @@ import numpy as np
 __all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "INIT_KINDS", "plot_simulation_runs", "plot_se_table", "plot_arbiter", "SWEEP_PANELS", "plot_sweep",
-           "plot_phase_map", "plot_explorer_overview"]
+           "INIT_KINDS", "INIT_LABELS", "plot_simulation_runs", "plot_se_table", "plot_arbiter", "SWEEP_PANELS",
+           "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
 
 #: One colour per concept, kept across the whole book.
 COLORS = {
@@ -310,6 +310,8 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
 
 #: Colour key of each initialisation: the minimum that gradient descent reaches from it.
 INIT_KINDS = {"random": "positional", "positional": "positional", "semantic": "semantic"}
+#: Legend label of each initialisation.
+INIT_LABELS = {"random": "random init", "positional": "positional init", "semantic": r"informed init $Q_0 = Q^*$"}
 
 
 def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt="GD, {} init",
@@ -331,8 +333,8 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         when ``by == "init"``).
     absolute : bool
         Plot ``|y|`` (overlaps are defined up to a sign).
-    label_fmt : str
-        Legend label, formatted with the series value.
+    label_fmt : str or dict
+        Legend label, formatted with the series value; or a dict from series value to label.
     marker : str
     filled : bool
     select : ndarray of bool, optional
@@ -357,8 +359,8 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         mean = np.array([v.mean() for v in vals])
         sem = np.array([v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0.0 for v in vals])
         series_kind = kind or (INIT_KINDS.get(group, group) if by == "init" else group)
-        plot_points(xs * x_scale, mean, series_kind, ax=ax, yerr=sem, label=label_fmt.format(group), marker=marker,
-                    filled=filled)
+        label = label_fmt[group] if isinstance(label_fmt, dict) else label_fmt.format(group)
+        plot_points(xs * x_scale, mean, series_kind, ax=ax, yerr=sem, label=label, marker=marker, filled=filled)
     return ax
 
 
@@ -554,7 +556,8 @@ def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
     Adam with open markers, set slightly to the right); the state evolution is
     :func:`plot_se_table` when ``x = "alpha"``, and a horizontal line per branch
     (its value at the sweep's ``alpha``) when ``x = "d"`` (logarithmic axis). The
-    ``eps_g`` panel adds the linear baseline: theory (dashed) and simulation.
+    ``eps_g`` panel adds the linear baseline: theory (dashed) and, against ``alpha``,
+    simulation.
 
     Parameters
     ----------
@@ -586,13 +589,14 @@ def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
             suffix = f", {_METHOD_LABELS.get(method, method)}" if len(methods) > 1 else ""
             adam = method == "adam"
             plot_simulation_runs(runs, y, ax=ax, x=x, select=runs["method"] == method, marker="^" if adam else "o",
-                                 filled=not adam, x_scale=1.015 if adam else 1.0, label_fmt="{} init" + suffix)
+                                 filled=not adam, x_scale=1.015 if adam else 1.0,
+                                 label_fmt={k: v + suffix for k, v in INIT_LABELS.items()})
         if y == "eps_g":
             if theory is not None and "eps_g_linear" in theory:
                 plot_linear_level(theory["eps_g_linear"][0], ax=ax, label="linear baseline (theory)")
-            plot_simulation_runs(runs, "eps_g_linear", ax=ax, x=x, by="d" if x == "alpha" else "init", kind="linear",
-                                 marker="s", label_fmt="linear baseline (simulation)" if x == "alpha" else
-                                 "linear baseline, {} init")
+            if x == "alpha":
+                plot_simulation_runs(runs, "eps_g_linear", ax=ax, by="d", kind="linear", marker="s",
+                                     label_fmt="linear baseline (simulation)")
         if x == "d":
             ax.set_xscale("log")
         ax.set_ylabel(label)

@@ -1,5 +1,4 @@
 """Tests of the counting (histogram) experiment (Cui et al. 2024, Sec. 1, Fig. 1)."""
-import argparse
 import json
 from collections import Counter
 

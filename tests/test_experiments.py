@@ -15,9 +15,9 @@ from attnlab.experiments.runners import run_theory_spec, se_curve_spec, spec_key
 from attnlab.parallel import limit_threads, parallel_imap
 
 
-@pytest.mark.parametrize("params", [ModelParams(), ModelParams(omega=0.1, sigma=0.7, lam=0.0, A=((0.3, 0.7), (0.8, 0.2))),
-                                    ModelParams(r=2), ModelParams(L=3, A=np.full((3, 3), 1 / 3)),
-                                    ModelParams(L=11, A=np.full((11, 11), 1 / 11))])
+@pytest.mark.parametrize("params", [ModelParams(), ModelParams(omega=0.1, sigma=0.7, lam=0.0,
+                                                            A=((0.3, 0.7), (0.8, 0.2))), ModelParams(r=2), ModelParams(L=3, A=np.full((3, 3), 1 / 3)),
+                                    ModelParams(L=11, A=np.full((11, 11), 1 / 11))], ids=str)
 def test_record_round_trip(params):
     record = params.to_record()
     assert ModelParams.from_record(record) == params

@@ -25,7 +25,8 @@ LOADERS = r"""
 import hashlib, json, sys
 import attnlab
 from attnlab.experiments import store
-from attnlab.experiments.figures import describe_results, load_book_data, load_book_provenance, load_provenance, load_results
+from attnlab.experiments.figures import (describe_results, load_book_data, load_book_provenance, load_provenance,
+                                        load_results)
 from attnlab.explorer_grid import load_explorer_grid
 
 out = dict(attnlab=attnlab.__file__, source_root=str(store.SOURCE_ROOT), tables={})
@@ -39,8 +40,8 @@ for name, table in json.loads(sys.argv[1]):
         out["tables"][f"{name}:{table}"]["describe"] = describe_results(name)
 for name in json.loads(sys.argv[2]):
     cols, path = load_book_data(name), store.book_data_path(name + ".csv")
-    out["tables"][f"book:{name}"] = dict(rows=len(next(iter(cols.values()))), provenance=bool(load_book_provenance(name)),
-                                         sha1=hashlib.sha1(path.read_bytes()).hexdigest(), path=str(path))
+    out["tables"][f"book:{name}"] = dict(rows=len(next(iter(cols.values()))), sha1=hashlib.sha1(path.read_bytes()).hexdigest(),
+                                         provenance=bool(load_book_provenance(name)), path=str(path))
 out["explorer_grid"] = load_explorer_grid().source
 print(json.dumps(out))
 """

@@ -204,7 +204,8 @@ def se_curve_spec(params: ModelParams, branch: str, alphas, minimizer: str | Non
 
 def transition_spec(params: ModelParams, alpha_max: float = DEFAULT_ALPHA_MAX, xtol: float = DEFAULT_XTOL,
                     minimizer: str | None = None) -> dict:
-    """A state-evolution task: ``alpha_c`` and ``alpha_l`` searched in ``(0, alpha_max]`` (for :func:`run_theory_spec`)."""
+    """A state-evolution task: ``alpha_c`` and ``alpha_l`` searched in ``(0, alpha_max]``
+    (for :func:`run_theory_spec`)."""
     spec = dict(kind="transition", alpha_max=alpha_max, xtol=xtol, **params.to_record())
     return spec if minimizer is None else dict(spec, minimizer=minimizer)
 
