@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator
 
 from .params import check_int
 
-__all__ = ["THREAD_VARIABLES", "limit_threads", "limited_threads", "parallel_imap"]
+__all__ = ["THREAD_VARIABLES", "check_backend", "limit_threads", "limited_threads", "parallel_imap"]
 
 #: Environment variables that BLAS, OpenMP (torch), numba and numexpr read when they are loaded.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
@@ -86,6 +86,17 @@ def limited_threads(n: int):
                 sys.modules["numba"].set_num_threads(numba_threads)
 
 
+def check_backend(backend) -> str:
+    """``backend`` if it names a joblib backend (``"loky"``, ``"threading"``, ``"dask"``, or one registered
+    with :func:`joblib.register_parallel_backend`), else ``ValueError`` naming ``backend``."""
+    from joblib.parallel import BACKENDS, EXTERNAL_BACKENDS
+
+    known = sorted(set(BACKENDS) | set(EXTERNAL_BACKENDS))
+    if not isinstance(backend, str) or backend not in known:
+        raise ValueError(f"backend must be one of joblib's backends {known}, got {backend!r}")
+    return backend
+
+
 def _exit_when_orphaned(parent_pid: int, interval: float = 0.5) -> None:
     while os.getppid() == parent_pid:
         time.sleep(interval)
@@ -130,10 +141,11 @@ def parallel_imap(function: Callable, items: Iterable, *, workers: int = 1, back
     Raises
     ------
     ValueError
-        If ``workers`` or ``threads`` is not an integer >= 1.
+        If ``workers`` or ``threads`` is not an integer >= 1, or ``backend`` is unknown.
     """
     from joblib import Parallel, delayed, parallel_config
 
+    backend = check_backend(backend)
     workers = check_int("workers", workers, 1)
     threads = check_int("threads", threads, 1)
     calls = (delayed(function)(item) for item in items)

@@ -85,6 +85,8 @@ def test_parallel_imap_order_and_errors():
         list(parallel_imap(abs, ["x"], workers=2, backend="threading"))
     with pytest.raises(ValueError, match="workers"):
         list(parallel_imap(abs, [1], workers=0))
+    with pytest.raises(ValueError, match="backend must be one of"):
+        list(parallel_imap(abs, [1], backend="processes"))
 
 
 def test_cached_path_reads_the_results_folder_then_the_package(tmp_path, monkeypatch):
@@ -104,3 +106,23 @@ def test_top_level_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(attnlab.__file__)))).stdout
     assert out.strip() == "[]"
+
+
+def test_a_bad_backend_is_refused_before_anything_is_written(tmp_path):
+    from attnlab.experiments.sweeps import run_sweep
+
+    with pytest.raises(ValueError, match="backend must be one of"):
+        run_sweep([{"x": 1}], tmp_path / "t.csv", runner=abs, backend="spark", progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_phase_diagram_on_the_pool_matches_in_process():
+    """The phase diagram's omegas solved on two worker processes: the same thresholds, in omega order."""
+    from attnlab.theory import Quadrature, phase_diagram
+
+    kw = dict(quad=Quadrature.fast(), xtol=1e-2)
+    pooled = phase_diagram(ModelParams(), [0.3, 0.1], workers=2, **kw)
+    here = phase_diagram(ModelParams(), [0.3, 0.1], workers=1, **kw)
+    assert [t.params.omega for t in pooled] == [0.3, 0.1]
+    for a, b in zip(pooled, here):
+        assert a.alpha_c == pytest.approx(b.alpha_c, rel=1e-6) and a.alpha_l == pytest.approx(b.alpha_l, rel=1e-6)

@@ -70,7 +70,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..params import check_int
-from ..parallel import parallel_imap
+from ..parallel import check_backend, parallel_imap
 from .runners import run_simulation_spec, spec_key
 from .store import (SweepError, provenance_path, read_provenance, read_rows, sweep_lock, write_csv_atomic,
                     write_json_atomic)
@@ -166,7 +166,7 @@ def run_sweep(specs: Sequence[Mapping], path, *, runner: Callable = run_simulati
     Raises
     ------
     ValueError
-        If ``specs`` is empty or ``workers < 1``.
+        If ``specs`` is empty, ``workers < 1`` or ``backend`` is not a joblib backend.
     SweepError
         If runs raised. Runs not yet started are not started, runs in flight
         are awaited and saved, then the error lists the failures; run the
@@ -195,6 +195,7 @@ def run_sweeps(sweeps: Sequence[Sweep], *, workers: int = 1, backend: str = "lok
     if not sweeps:
         raise ValueError("sweeps must contain at least one sweep")
     workers = check_int("workers", workers, 1)
+    backend = check_backend(backend)
     command = " ".join(sys.argv) if command is None else command
     keys = []
     for sw in sweeps:
