@@ -1,6 +1,6 @@
 """Worker processes and thread limits: the one process pool of attnlab.
 
-Sweeps (:func:`attnlab.experiments.run_sweeps`) and the phase diagram
+Sweeps (:func:`attnlab.experiments.sweeps.run_sweeps`) and the phase diagram
 (:func:`attnlab.theory.phase_diagram`) run their tasks through
 :func:`parallel_imap`, on joblib's ``loky`` process pool by default. Its
 workers start with ``threads`` BLAS/OpenMP/torch/numba threads each (the
@@ -50,7 +50,7 @@ def limit_threads(n: int = 1) -> None:
     """Use ``n`` threads in this process from now on, for every numerical library.
 
     BLAS and OpenMP libraries already loaded (numpy's OpenBLAS, ...) are limited
-    with :func:`threadpoolctl.threadpool_limits`; torch and numba, if imported,
+    with ``threadpoolctl.threadpool_limits``; torch and numba, if imported,
     with their own ``set_num_threads``; the variables of :data:`THREAD_VARIABLES`
     are set for libraries loaded later. Nothing is imported that is not already.
     For the workers of a Dask cluster: ``client.run(limit_threads)``.
@@ -88,7 +88,7 @@ def limited_threads(n: int):
 
 def check_backend(backend) -> str:
     """``backend`` if it names a joblib backend (``"loky"``, ``"threading"``, ``"dask"``, or one registered
-    with :func:`joblib.register_parallel_backend`), else ``ValueError`` naming ``backend``."""
+    with ``joblib.register_parallel_backend``), else ``ValueError`` naming ``backend``."""
     from joblib.parallel import BACKENDS, EXTERNAL_BACKENDS
 
     known = sorted(set(BACKENDS) | set(EXTERNAL_BACKENDS))

@@ -51,6 +51,7 @@ BRANCHES = ("semantic", "positional")
 #: :mod:`attnlab.theory.followed_rule`); the default describes the minimum gradient descent
 #: reaches from the branch's init (book Chapter 5).
 MINIMIZERS = ("global", "followed")
+#: The default of :data:`MINIMIZERS`.
 DEFAULT_MINIMIZER = "followed"
 #: Scale ``c`` of the positional init ``Q0 = c 1_d`` of gradient descent (so ``m0 = c``).
 POSITIONAL_INIT_SCALE = 0.5
@@ -62,6 +63,7 @@ POSITIONAL_INIT_SCALE = 0.5
 #: 2 lightly loaded CPU cores (9384 Adam steps) and every restricted variant reaches
 #: >= 99% test accuracy (``benchmarks/bench_counting.py``).
 COUNTING_ATTENTION = ("positional", "semantic", "both")
+#: The default configuration of :func:`attnlab.counting.train_counting` (see above).
 COUNTING_DEFAULTS = dict(L=10, T=15, d_model=64, d_hidden=128, n_train=50_000, n_test=10_000,
                          epochs=12, batch_size=64, lr=1e-3)
 #: Teacher draws of :func:`attnlab.data.sample_teacher`: ``Q* ~ N(0, I_d)``, or rescaled to ``|Q*|^2 = d``.

@@ -8,6 +8,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .params import DEFAULT_A, DEFAULT_OMEGA
+
 __all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
@@ -321,7 +323,7 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
     Parameters
     ----------
     runs : dict of str to ndarray
-        Columns as returned by :func:`attnlab.experiments.load_results` (or built
+        Columns as returned by :func:`attnlab.experiments.figures.load_results` (or built
         from :class:`attnlab.SimulationResult` objects): at least ``x``, ``y``, ``by``.
     y : str
         Column to plot (e.g. ``"m"``, ``"theta"``, ``"eps_t"``, ``"eps_g"``).
@@ -370,7 +372,7 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
     Parameters
     ----------
     theory : dict of str to ndarray
-        Columns ``branch``, ``x``, ``y`` (e.g. :func:`attnlab.experiments.load_results`
+        Columns ``branch``, ``x``, ``y`` (e.g. :func:`attnlab.experiments.figures.load_results`
         with ``table="theory"``).
     y : str
     ax : matplotlib Axes, optional
@@ -425,7 +427,7 @@ def _gap_panel(ax, runs, theory, omega):
         ax.legend(fontsize=7.5)
 
 
-def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0, ncols=3):
+def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, ncols=3):
     """The state evolution against gradient descent extrapolated to ``d -> infinity``.
 
     First four panels, at ``omega``: ``theta``, ``|m|``, the training-loss gap
@@ -531,8 +533,6 @@ _METHOD_LABELS = {"lbfgs": "GD + L-BFGS", "gd": "GD", "adam": "Adam"}
 
 def _sweep_title(runs, extra: str = "") -> str:
     """``omega, sigma, lambda`` (and ``A`` if not the default), ``d`` and the number of seeds of a sweep."""
-    from .params import DEFAULT_A
-
     def values(k):
         return ", ".join(f"{v:g}" for v in np.unique(runs[k]))
     A = ""
@@ -562,7 +562,7 @@ def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
     Parameters
     ----------
     runs : dict of str to ndarray
-        Columns of a simulation sweep (:func:`attnlab.experiments.load_results`).
+        Columns of a simulation sweep (:func:`attnlab.experiments.figures.load_results`).
     theory : dict of str to ndarray, optional
         Its state-evolution table (``table="theory"``).
     path : str or Path, optional

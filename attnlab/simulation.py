@@ -47,7 +47,7 @@ class SimulationResult:
     seconds : float
         Wall time of the whole experiment (sampling, training, testing).
     params : dict
-        The model's parameters, :meth:`attnlab.ModelParams.to_record`.
+        The model's parameters, :meth:`attnlab.params.ModelParams.to_record`.
     history : list of float
         ``R / d`` along training.
     """

@@ -52,7 +52,9 @@ __all__ = ["Figure", "FIGURES", "THEORY_TASKS", "get_figure", "figure_specs", "t
 ALPHAS_25 = tuple(float(f"{a:.4g}") for a in np.linspace(0.08, 2.0, 25))
 #: alpha grid of the arbiter (``se-vs-gd``): the semantic branch's disputed range and beyond.
 ARBITER_ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0)
+#: The paper's model at its Fig. 2 (sigma, lambda and omega).
 PAPER = dict(sigma=DEFAULT_SIGMA, lam=DEFAULT_LAM)
+PAPER_FIG2 = dict(omega=DEFAULT_OMEGA, **PAPER)
 
 
 # ----------------------------------------------------------------------------- state-evolution tasks
@@ -165,7 +167,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         "overlaps-vs-alpha",
         "omega = 0.3: m, theta, eps_t, eps_g against alpha; SE branches, d = 1000 GD from the informed and "
         "the random init (25 alpha x 3 seeds), linear baseline",
-        fixed=dict(omega=0.3, d=1000, method="lbfgs", **PAPER),
+        fixed=dict(d=1000, method="lbfgs", **PAPER_FIG2),
         axes=dict(alpha=list(ALPHAS_25), init=["semantic", "random"], seed=[0, 1, 2]),
         quick=_QUICK_ALPHA, theory="curves", plot="plot_sweep",
         notes="Paper scale (Fig. 2): d = 1000, 25 alpha in (0, 2], 2 inits, 3 seeds; GD warm-up (lr 0.15) then "
@@ -174,21 +176,21 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         "finite-size",
         "finite size: m, theta, eps_t, eps_g against d = 10..1000 at alpha = 1.5, omega = 0.3, both inits, "
         "SE values",
-        fixed=dict(omega=0.3, alpha=1.5, method="lbfgs", **PAPER),
+        fixed=dict(alpha=1.5, method="lbfgs", **PAPER_FIG2),
         axes=dict(d=[10, 20, 50, 100, 200, 500, 1000], init=["semantic", "random"], seed=[0, 1, 2, 3, 4]),
         quick=dict(d=[10, 20, 40], seed=[0]), theory="curves", plot="plot_sweep", plot_options=dict(x="d"),
         notes="d in {10, 20, 50, 100, 200, 500, 1000}, 2 inits, 5 seeds, alpha = 1.5; method 'lbfgs'."),
     Figure(
         "asymmetric-A",
         "another positional matrix A = [[0.3, 0.7], [0.8, 0.2]] at omega = 0.3: SE branches and GD against alpha",
-        fixed=dict(omega=0.3, d=500, method="lbfgs", A=PAPER_A_ASYMMETRIC, **PAPER),
+        fixed=dict(d=500, method="lbfgs", A=PAPER_A_ASYMMETRIC, **PAPER_FIG2),
         axes=dict(alpha=_ALPHAS_10, init=["semantic", "random"], seed=[0, 1]),
         quick=_QUICK_ALPHA, theory="curves", plot="plot_sweep",
         notes="Reduced scale: d = 500, 10 alpha, 2 inits, 2 seeds; method 'lbfgs'."),
     Figure(
         "rank-2",
         "rank-2 student (Q of shape (d, 2)) at omega = 0.3 against alpha, with the rank-1 SE branches",
-        fixed=dict(omega=0.3, d=500, method="lbfgs", rank=2, **PAPER),
+        fixed=dict(d=500, method="lbfgs", rank=2, **PAPER_FIG2),
         axes=dict(alpha=_ALPHAS_10, init=["semantic", "random"], seed=[0, 1]),
         quick=_QUICK_ALPHA, theory="curves", plot="plot_sweep",
         plot_options=dict(note="; rank-2 student (overlaps: norms over columns); SE lines: the rank-1 theory"),
@@ -197,7 +199,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
     Figure(
         "adam-vs-gd",
         "Adam (lr 0.01) against plain GD (lr 0.15), 5000 steps each, at omega = 0.3 against alpha",
-        fixed=dict(omega=0.3, d=300, **PAPER),
+        fixed=dict(d=300, **PAPER_FIG2),
         axes=dict(alpha=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0], init=["semantic", "random"],
                   method=["gd", "adam"], seed=[0, 1]),
         quick=dict(d=40, alpha=[0.5, 1.5], seed=[0]), theory="curves", plot="plot_sweep",

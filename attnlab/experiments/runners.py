@@ -157,12 +157,13 @@ def _norm(v) -> float:
 
 
 def run_simulation_spec(spec: Mapping) -> dict:
-    """Run one spec of :func:`simulation_spec` with :func:`attnlab.run_simulation` (no progress bar).
+    """Run one spec of :func:`~attnlab.experiments.runners.simulation_spec` with :func:`attnlab.run_simulation`
+    (no progress bar).
 
     Returns
     -------
     dict
-        The spec followed by :data:`SIMULATION_RESULT_COLUMNS` (``seconds``: wall
+        The spec followed by :data:`~attnlab.experiments.runners.SIMULATION_RESULT_COLUMNS` (``seconds``: wall
         time of the run; ``cpu_seconds``: CPU time of this process, which on a
         busy machine is the better measure of the run's cost). For ``rank > 1``
         the overlaps are reported as the Euclidean norms of the overlap vectors

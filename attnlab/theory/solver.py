@@ -5,7 +5,7 @@ equations) and Sec. 4 (the two branches: positional ``theta = 0``, semantic
 ``m = 0``).
 
 Which per-sample proximal minimiser enters the channel update is chosen by
-``minimizer`` (:data:`MINIMIZERS`): ``"followed"`` (default), the local
+``minimizer`` (:data:`~attnlab.params.MINIMIZERS`): ``"followed"`` (default), the local
 minimiser reached by descent from the preactivations of gradient descent's
 initialisation (:mod:`attnlab.theory.followed_rule`, quasi-Monte Carlo), which
 describes the minima gradient descent reaches; or ``"global"``, the global
@@ -146,7 +146,7 @@ class SEResult:
     quadrature_error : dict or None
         If requested, ``|value(refined rule) - value|`` for ``m, theta, qnorm, eps_g, eps_t``.
     minimizer : str
-        The per-sample proximal minimiser (:data:`MINIMIZERS`).
+        The per-sample proximal minimiser (:data:`~attnlab.params.MINIMIZERS`).
     collapsed : bool
         The branch has collapsed onto the trivial fixed point ``Q = 0``
         (uniform attention: ``q = m = theta = 0``), which attracts the
@@ -316,7 +316,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     minimizer : {"followed", "global"}, optional
         The per-sample proximal minimiser. ``"global"``: the global minimiser,
         as the replica computation of the global minimum of the risk asks
-        (the paper's Result 4.2). ``"followed"`` (default, :data:`DEFAULT_MINIMIZER`):
+        (the paper's Result 4.2). ``"followed"`` (default, :data:`~attnlab.params.DEFAULT_MINIMIZER`):
         the local minimiser reached by descent from the preactivations of gradient
         descent's initialisation (semantic: ``h*``, from ``Q0 = Q*``; positional:
         from ``Q0 = 0.5 * 1_d``), which describes the minimum gradient descent

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -32,8 +33,9 @@ def _signature(obj) -> str:
 
 
 def _summary(obj) -> str:
-    doc = inspect.getdoc(obj) or ""
-    return doc.split("\n\n")[0].replace("\n", " ").strip()
+    """The docstring's first paragraph on one line, short cross-references qualified by the object's module."""
+    doc = (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ").strip()
+    return re.sub(r":(\w+):`([A-Za-z_]\w*)`", lambda m: f":{m[1]}:`~{obj.__module__}.{m[2]}`", doc)
 
 
 def _entry(module: str, name: str) -> str:
