@@ -4,21 +4,24 @@ A teaching library after Cui, Behrens, Krzakala, Zdeborova, *A phase transition
 between positional and semantic learning in a solvable model of dot-product
 attention*, NeurIPS 2024, arXiv:2402.03902.
 
-Layout: :mod:`~attnlab.params` (validated parameters), :mod:`~attnlab.data`
-(seeded sampling), :mod:`~attnlab.attention` (student and teacher),
-:mod:`~attnlab.objective` (the exact risk R(Q)), :mod:`~attnlab.training`
-(GD, L-BFGS, Adam), :mod:`~attnlab.metrics` (overlaps, test error),
-:mod:`~attnlab.baseline` (linear positional baseline),
-:mod:`~attnlab.simulation` (one experiment end to end), :mod:`~attnlab.theory`
-(state evolution), :mod:`~attnlab.cli`.
+Layout, imported one way (model -> theory -> experiments): :mod:`~attnlab.params`
+(validated parameters, the paper's defaults, the one record format),
+:mod:`~attnlab.data` (seeded sampling), :mod:`~attnlab.attention` (student and teacher),
+:mod:`~attnlab.objective` (the exact risk R(Q)), :mod:`~attnlab.training` (GD, L-BFGS,
+Adam), :mod:`~attnlab.metrics` (overlaps, test error), :mod:`~attnlab.baseline` (linear
+positional baseline), :mod:`~attnlab.simulation` (one experiment end to end),
+:mod:`~attnlab.counting` (the counting task); :mod:`~attnlab.theory` (state evolution);
+:mod:`~attnlab.experiments` (sweeps, cached tables, the paper's figures) on
+:mod:`~attnlab.parallel` (the process pool); :mod:`~attnlab.plots`, :mod:`~attnlab.widgets`,
+:mod:`~attnlab.explorers` (figures and explorers); :mod:`~attnlab.cli` (the ``attnlab`` command).
 """
 import importlib
 import importlib.util
 
 from .params import DEFAULT_A, PAPER_A_ASYMMETRIC, ModelParams
 
-# The other names are imported on first use (PEP 562), so that the state-evolution
-# CLI does not pay for importing torch (2.5 s).
+# The other names are imported on first use (PEP 562): `import attnlab` (and with it the
+# state evolution and its CLI) does not import torch (about 3 s).
 _LAZY = {
     "data": ("Dataset", "make_problem", "positional_encodings", "sample_dataset", "sample_teacher"),
     "attention": ("AttentionStudent", "AttentionTeacher", "softmax_attention", "student_output",

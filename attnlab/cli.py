@@ -1,23 +1,32 @@
-"""Command-line interface: ``attnlab train | theory | transition | phase-diagram | counting``.
+"""Command-line interface: ``attnlab train | theory | transition | phase-diagram | counting | reproduce``.
 
 Every sub-command prints a readable summary, or one JSON object with ``--json``.
 Invalid input prints one line ``attnlab: error: ...`` and exits with code 2; a
 problem of the environment (an output folder that cannot be written, a missing
 optional package, SIGTERM or Ctrl-C) one line and exit code 1.
+
+The parsers import nothing heavy; each sub-command imports what it runs when it
+runs (``attnlab transition`` does not import torch, ``attnlab train`` not numba's
+state evolution).
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
 import json
 import math
+import shlex
 import signal
 import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-from .params import DEFAULT_A, INITS, METHODS, ModelParams
+import numpy as np
+
+from .params import (BRANCHES, COUNTING_ATTENTION, COUNTING_DEFAULTS, DEFAULT_A, DEFAULT_ALPHA_MAX, DEFAULT_LAM,
+                     DEFAULT_MINIMIZER, DEFAULT_OMEGA, DEFAULT_SIGMA, DEFAULT_XTOL, INITS, METHODS, MINIMIZERS,
+                     ModelParams, check_int)
 
 __all__ = ["main", "build_parser", "check_output"]
 
@@ -32,18 +41,32 @@ def _parse_A(text: str):
     return ((vals[0], vals[1]), (vals[2], vals[3]))
 
 
-def add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True) -> None:
+def _parse_list(name: str, text: str | None, kind):
+    """A comma-separated list of ``kind`` values (``None`` if ``text`` is); ``ValueError`` naming ``name``."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"{name} must be a non-empty comma-separated list, got {text!r}")
+    try:
+        return [kind(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}") from None
+
+
+def _add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True) -> None:
     """Add ``--omega --sigma --lam --A`` to a sub-command parser."""
-    p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else 0.3,
+    p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else DEFAULT_OMEGA,
                    help="positional weight of the teacher, in [0, 1]")
-    p.add_argument("--sigma", type=float, default=0.5, help="token content std (default 0.5)")
-    p.add_argument("--lam", type=float, default=0.01, help="ridge strength lambda >= 0 (default 0.01)")
+    p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help=f"token content std (default {DEFAULT_SIGMA})")
+    p.add_argument("--lam", type=float, default=DEFAULT_LAM, help=f"ridge strength lambda >= 0 (default {DEFAULT_LAM})")
     p.add_argument("--A", type=_parse_A, default=DEFAULT_A,
-                   help="teacher positional matrix a11,a12,a21,a22 (default 0.6,0.4,0.4,0.6)")
+                   help="teacher positional matrix a11,a12,a21,a22 (default "
+                        f"{','.join(f'{v:g}' for row in DEFAULT_A for v in row)})")
 
 
-def params_from_args(args, rank: int = 1) -> ModelParams:
-    """Build :class:`ModelParams` from parsed ``--omega --sigma --lam --A``."""
+def _params(args, rank: int = 1) -> ModelParams:
+    """:class:`~attnlab.params.ModelParams` from parsed ``--omega --sigma --lam --A``."""
     return ModelParams(sigma=args.sigma, lam=args.lam, omega=args.omega, A=args.A, r=rank)
 
 
@@ -79,12 +102,13 @@ def check_output(option: str, path, *, folder: bool) -> Path:
     return path
 
 
+# ----------------------------------------------------------------------------- train
+
 def _cmd_train(args) -> dict:
     from .simulation import run_simulation
 
-    params = params_from_args(args, rank=args.rank)
-    res = run_simulation(params, args.alpha, args.d, init=args.init, seed=args.seed, method=args.method,
-                         steps=args.steps, lr=args.lr, n_test=args.n_test, dtype=args.dtype,
+    res = run_simulation(_params(args, rank=args.rank), args.alpha, args.d, init=args.init, seed=args.seed,
+                         method=args.method, steps=args.steps, lr=args.lr, n_test=args.n_test, dtype=args.dtype,
                          device=args.device, progress=not (args.json or args.no_progress))
     if not res.converged:  # the budget asked for ended first: a result, with a warning (exit 3 with --strict)
         warnings.warn(f"not converged: {res.steps} steps of {res.method} ended with gradient rms {res.grad_rms:.2g} "
@@ -94,7 +118,7 @@ def _cmd_train(args) -> dict:
 
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train the attention student at finite d (ERM)")
-    add_model_arguments(p)
+    _add_model_arguments(p)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
     p.add_argument("--d", type=int, required=True, help="embedding dimension >= 2")
     p.add_argument("--init", choices=INITS, default="random")
@@ -113,12 +137,202 @@ def _add_train(sub) -> None:
     p.set_defaults(func=_cmd_train)
 
 
-#: Modules that register further sub-commands with an ``add_cli(subparsers)`` function,
-#: and the sub-commands each registers (so that ``attnlab theory ...`` does not import
-#: the counting module, and with it torch: 2.5 s).
-_PLUGINS = {"attnlab.theory.cli": ("theory", "transition", "phase-diagram"), "attnlab.counting": ("counting",),
-            "attnlab.reproduce": ("reproduce",)}
+# ----------------------------------------------------------------------------- state evolution
 
+def _cmd_theory(args) -> dict:
+    from .theory import solve_state_evolution
+
+    res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=args.tol,
+                                error_estimate=args.error_estimate, minimizer=args.minimizer)
+    return res.to_dict()
+
+
+def _cmd_transition(args) -> dict:
+    from .theory import find_transition
+
+    tr = find_transition(_params(args), alpha_max=args.alpha_max, xtol=args.xtol, minimizer=args.minimizer)
+    if np.isnan(tr.alpha_c):
+        warnings.warn(f"alpha_c: no crossing of the branches' training losses found in [{tr.alpha_min:.3g}, "
+                      f"{tr.alpha_max:.3g}] (alpha_c, alpha_l = null)", RuntimeWarning)
+    return tr.to_dict()
+
+
+def _cmd_phase_diagram(args) -> dict:
+    from .theory import phase_diagram
+
+    try:
+        omegas = [float(v) for v in args.omegas.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--omegas must be comma-separated numbers in [0, 1], got {args.omegas!r}") from None
+    if args.out:  # check the output before the long computation
+        import matplotlib.pyplot as plt
+
+        out = check_output("--out", args.out, folder=False)
+        formats = plt.figure().canvas.get_supported_filetypes()
+        plt.close("all")
+        if out.suffix.lstrip(".").lower() not in formats:
+            raise ValueError(f"--out must end in one of {', '.join('.' + f for f in sorted(formats))}, got {args.out!r}")
+    rows = [t.to_dict() for t in phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
+                                                workers=args.workers, progress=not args.json,
+                                                minimizer=args.minimizer)]
+    if args.out:
+        from .plots import plot_phase_diagram
+
+        plot_phase_diagram(rows, path=args.out)
+    return dict(omegas=omegas, alpha_c=[r["alpha_c"] for r in rows], alpha_l=[r["alpha_l"] for r in rows],
+                eps_g_linear=[r["eps_g_linear"] for r in rows], out=args.out)
+
+
+def _add_threshold_arguments(p) -> None:
+    p.add_argument("--alpha-max", type=float, default=DEFAULT_ALPHA_MAX,
+                   help=f"search alpha_c, alpha_l in (0, alpha_max] (default {DEFAULT_ALPHA_MAX:g})")
+    p.add_argument("--xtol", type=float, default=DEFAULT_XTOL, help=f"tolerance in alpha (default {DEFAULT_XTOL:g})")
+
+
+def _add_minimizer(p) -> None:
+    p.add_argument("--minimizer", choices=MINIMIZERS, default=DEFAULT_MINIMIZER,
+                   help=f"per-sample proximal minimiser: 'followed' (default {DEFAULT_MINIMIZER!r}; the minimum "
+                        "gradient descent reaches from the branch's init) or 'global' (the replica global minimum "
+                        "of the paper's Result 4.2)")
+
+
+def _add_state_evolution(sub) -> None:
+    p = sub.add_parser("theory", help="state-evolution fixed point on a branch")
+    _add_model_arguments(p)
+    p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
+    p.add_argument("--branch", choices=BRANCHES, default="semantic")
+    p.add_argument("--tol", type=float, default=1e-7,
+                   help="tolerance on the max-norm of the fixed-point residual, > 0 (default 1e-7)")
+    p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
+    _add_minimizer(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_theory)
+
+    p = sub.add_parser("transition", help="alpha_c and alpha_l for one omega")
+    _add_model_arguments(p)
+    _add_threshold_arguments(p)
+    _add_minimizer(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_transition)
+
+    p = sub.add_parser("phase-diagram", help="alpha_c(omega) and alpha_l(omega)")
+    _add_model_arguments(p, omega_required=False)
+    p.add_argument("--omegas", default=",".join(f"{w:.2f}" for w in np.linspace(0.0, 0.5, 6)),
+                   help="comma-separated omegas in [0, 1] (default 0,0.1,...,0.5)")
+    _add_threshold_arguments(p)
+    p.add_argument("--workers", type=int, default=2, help="processes solving different omegas at once (default 2)")
+    p.add_argument("--out", default=None, help="write the figure to this PNG/PDF/SVG file")
+    _add_minimizer(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_phase_diagram)
+
+
+# ----------------------------------------------------------------------------- counting
+
+def _cmd_counting(args) -> dict:
+    from .counting import train_counting
+
+    res = train_counting(attention=args.attention, seed=args.seed, n_train=args.n_train,
+                         n_test=args.n_test, epochs=args.epochs, batch_size=args.batch_size,
+                         lr=args.lr, device=args.device, num_threads=args.threads,
+                         progress=not args.no_progress)
+    out = res.to_dict()
+    for key in ("loss_history", "train_accuracy_history"):
+        out.pop(key)
+    return out
+
+
+def _add_counting(sub) -> None:
+    d = COUNTING_DEFAULTS
+    p = sub.add_parser(
+        "counting", help="train the counting (histogram) transformer (Cui et al. 2024, Fig. 1)",
+        description="Train a one-layer transformer on the counting task with positional, "
+                    "semantic or unrestricted attention (Cui et al. 2024, Sec. 1, Fig. 1).")
+    p.add_argument("--attention", default="both", metavar="{" + ",".join(COUNTING_ATTENTION) + "}",
+                   help="what queries and keys see (default: both)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--epochs", type=int, default=d["epochs"], help=f"default: {d['epochs']}")
+    p.add_argument("--n-train", type=int, default=d["n_train"], help=f"default: {d['n_train']}")
+    p.add_argument("--n-test", type=int, default=d["n_test"], help=f"default: {d['n_test']}")
+    p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"default: {d['batch_size']}")
+    p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate (default: {d['lr']})")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads for training (default: 1, fastest for this small model)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=_cmd_counting)
+
+
+# ----------------------------------------------------------------------------- reproduce
+
+def _cmd_reproduce(args) -> dict:
+    from .experiments.figures import FIGURES, figure_specs, get_figure, reproduce
+    from .experiments.store import RESULTS_DIR, cached_path
+
+    if args.list:
+        out = {}
+        for f in FIGURES.values():
+            cached = cached_path(f"{f.name}{'' if f.simulations else '-theory'}.csv", args.out).exists()
+            out[f.name] = (f"{f.description} [{len(figure_specs(f.name))} runs; --quick "
+                           f"{len(figure_specs(f.name, quick=True))}; {'cached' if cached else 'not cached'}]")
+        return out
+    if args.figure is None:
+        raise ValueError("figure is missing: give a FIGURE to reproduce, or --list")
+    get_figure(args.figure)
+    overrides = dict(alpha=_parse_list("--alphas", args.alphas, float), seed=_parse_list("--seeds", args.seeds, int),
+                     d=_parse_list("--ds", args.ds, int), omega=_parse_list("--omegas", args.omegas, float))
+    workers = check_int("workers", args.workers, 1)
+    check_output("--out", RESULTS_DIR if args.out is None else args.out, folder=True)
+    if args.dask is not None and args.dask != "local" and "://" not in args.dask:
+        raise ValueError(f"--dask must be 'local' or a scheduler address such as tcp://host:8786, got {args.dask!r}")
+    run = dict(workers=workers, out=args.out, quick=args.quick, theory=not args.no_theory, plot=not args.no_plot,
+               progress=not (args.json or args.no_progress), overrides=overrides,
+               command="attnlab " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    if not args.dask:
+        return reproduce(args.figure, **run)
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ImportError("--dask needs the 'distributed' package: pip install distributed "
+                          "(or run without --dask on local processes)") from None
+    from .parallel import limit_threads
+
+    with contextlib.ExitStack() as stack:  # (SIGTERM unwinds like Ctrl-C, see main: the cluster is closed)
+        cluster = (stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                    dashboard_address=None)) if args.dask == "local" else args.dask)
+        client = stack.enter_context(Client(cluster))
+        client.run(limit_threads)
+        return reproduce(args.figure, backend="dask", **run)
+
+
+def _add_reproduce(sub) -> None:
+    p = sub.add_parser(
+        "reproduce", help="reproduce a paper figure at full scale (cached, resumable, parallel)",
+        description="Run a figure's simulation sweep and state evolution, write NAME.csv, NAME-theory.csv, "
+                    "provenance NAME.json and NAME.png. Re-running resumes: finished runs are not redone.")
+    p.add_argument("figure", nargs="?", default=None, help="figure name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the figures")
+    p.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: $ATTNLAB_RESULTS, else the repository's results/, else ./results)")
+    p.add_argument("--quick", action="store_true",
+                   help="small smoke-test version (d ~ 40, 1 seed) written to NAME-quick.*; not a result")
+    p.add_argument("--alphas", default=None, help="override the alpha grid, e.g. 0.5,1,1.5")
+    p.add_argument("--seeds", default=None, help="override the seeds, e.g. 3,4 (rows accumulate in the CSV)")
+    p.add_argument("--ds", default=None, help="override the dimension(s) d, e.g. 100,200")
+    p.add_argument("--omegas", default=None, help="override omega (phase diagram: the omega grid)")
+    p.add_argument("--no-theory", action="store_true", help="skip the state-evolution tasks")
+    p.add_argument("--no-plot", action="store_true", help="do not draw NAME.png")
+    p.add_argument("--dask", default=None, metavar="ADDRESS",
+                   help="run on a Dask cluster: scheduler address (tcp://host:8786) or 'local' "
+                        "(a LocalCluster of --workers processes)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_reproduce)
+
+
+# ----------------------------------------------------------------------------- main
 
 class _OneLineErrorParser(argparse.ArgumentParser):
     """Argument parser whose usage errors are one line (exit code 2)."""
@@ -127,21 +341,12 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser of the ``attnlab`` command (with ``command``, a
-    sub-command a plugin registers: only that plugin's sub-commands and ``train``)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``attnlab`` command, every sub-command (building it imports nothing heavy)."""
     parser = _OneLineErrorParser(prog="attnlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_train(sub)
-    plugins = [name for name, commands in _PLUGINS.items() if command in commands] or list(_PLUGINS)
-    for name in plugins:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.add_cli(sub)
+    for add in (_add_train, _add_state_evolution, _add_counting, _add_reproduce):
+        add(sub)
     return parser
 
 
@@ -209,7 +414,7 @@ def _interrupt_in(exc: BaseException) -> BaseException | None:
 
 
 def _main(argv) -> int:
-    parser = build_parser(argv[0] if argv else None)
+    parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -28,25 +28,17 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .objective import resolve_device
-from .params import check_choice, check_int, check_positive
+from .params import COUNTING_ATTENTION, COUNTING_DEFAULTS, check_choice, check_int, check_positive
 from .training import TrainingDivergedError
 
 __all__ = ["ATTENTION_MODES", "DEFAULTS", "CountingTransformer", "CountingResult",
            "make_counting_data", "count_labels", "attention_maps", "semantic_score",
-           "semantic_score_from_maps", "evaluate", "train_counting", "add_cli"]
+           "semantic_score_from_maps", "evaluate", "train_counting"]
 
-#: What the queries and keys of the attention layer may see.
-ATTENTION_MODES = ("positional", "semantic", "both")
-
-#: Default configuration of :func:`train_counting`. Sequence length, alphabet
-#: size, widths and learning rate follow the paper (Sec. 1); the number of
-#: sequences, epochs and the batch size are tuned so that one run takes about a
-#: minute on 2 lightly loaded CPU cores (9384 Adam steps) and every restricted
-#: variant reaches >= 99% test accuracy (the semantic one can sit on a plateau
-#: near 85-90% for up to ~8 epochs before it escapes; see
-#: ``benchmarks/bench_counting.py``).
-DEFAULTS = dict(L=10, T=15, d_model=64, d_hidden=128, n_train=50_000, n_test=10_000,
-                epochs=12, batch_size=64, lr=1e-3)
+#: What the queries and keys of the attention layer may see (:data:`attnlab.params.COUNTING_ATTENTION`).
+ATTENTION_MODES = COUNTING_ATTENTION
+#: Default configuration of :func:`train_counting` (:data:`attnlab.params.COUNTING_DEFAULTS`).
+DEFAULTS = COUNTING_DEFAULTS
 
 
 # ----------------------------------------------------------------------------- data
@@ -537,57 +529,3 @@ def _train(attention, seed, L, T, d_model, d_hidden, n_train, n_test, epochs, ba
                           test_loss=test_loss, semantic_score=score, seconds=seconds,
                           loss_history=np.asarray(losses), train_accuracy_history=np.asarray(train_accs),
                           test_accuracy_history=np.asarray(test_accs), model=model, config=config)
-
-
-# ------------------------------------------------------------------------------ CLI
-def _run_cli(args) -> dict:
-    """Run :func:`train_counting` from parsed ``counting`` arguments; return the summary dict."""
-    res = train_counting(attention=args.attention, seed=args.seed, n_train=args.n_train,
-                         n_test=args.n_test, epochs=args.epochs, batch_size=args.batch_size,
-                         lr=args.lr, device=args.device, num_threads=args.threads,
-                         progress=not args.no_progress)
-    out = res.to_dict()
-    for key in ("loss_history", "train_accuracy_history"):
-        out.pop(key)
-    return out
-
-
-def add_cli(subparsers):
-    """Register the ``counting`` sub-command on an argparse ``subparsers`` object.
-
-    The sub-command sets ``func`` to a callable taking the parsed arguments and
-    returning a dict with (at least) the keys ``test_accuracy``,
-    ``semantic_score``, ``seconds``, ``attention`` and ``seed``. Out-of-range
-    values raise ``ValueError`` naming the parameter when ``func`` is called.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The object returned by ``parser.add_subparsers()``.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The ``counting`` sub-parser.
-    """
-    d = DEFAULTS
-    p = subparsers.add_parser(
-        "counting", help="train the counting (histogram) transformer (Cui et al. 2024, Fig. 1)",
-        description="Train a one-layer transformer on the counting task with positional, "
-                    "semantic or unrestricted attention (Cui et al. 2024, Sec. 1, Fig. 1).")
-    p.add_argument("--attention", default="both", metavar="{positional,semantic,both}",
-                   help="what queries and keys see (default: both)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--epochs", type=int, default=d["epochs"], help=f"default: {d['epochs']}")
-    p.add_argument("--n-train", type=int, default=d["n_train"], help=f"default: {d['n_train']}")
-    p.add_argument("--n-test", type=int, default=d["n_test"], help=f"default: {d['n_test']}")
-    p.add_argument("--batch-size", type=int, default=d["batch_size"],
-                   help=f"default: {d['batch_size']}")
-    p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate (default: {d['lr']})")
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads for training (default: 1, fastest for this small model)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=_run_cli)
-    return p

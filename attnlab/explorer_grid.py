@@ -8,8 +8,9 @@ minimiser) on a grid once, resumably and in parallel like every other figure:
 * both branches along :data:`ALPHAS` (continuation with warm starts,
   :func:`attnlab.theory.se_curve`) at every ``(omega, sigma, lambda)`` of
   :data:`OMEGAS` x :data:`SIGMAS` x :data:`LAMS`;
-* ``alpha_c`` and ``alpha_l`` (:func:`attnlab.theory.find_transition`, ``alpha`` in
-  ``(0, 3]``, ``xtol = 1e-3``) on the denser ``omega`` grid :data:`OMEGAS_DENSE`.
+* ``alpha_c`` and ``alpha_l`` (:func:`attnlab.theory.find_transition`, the default
+  search interval ``(0, 3]`` and ``xtol = 1e-3``) on the denser ``omega`` grid
+  :data:`OMEGAS_DENSE`.
 
 The rows go to ``results/explorer-grid-theory.csv`` (one row per fixed point or
 threshold, with its ``converged`` flag); :func:`load_explorer_grid` reads them
@@ -18,12 +19,11 @@ back as arrays, and :mod:`attnlab.explorers` draws the figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 
+from .experiments.runners import se_curve_spec, transition_spec
+from .experiments.store import cached_path, read_columns
 from .params import BRANCHES, DEFAULT_A, ModelParams
-from .sweeps import read_columns
 
 __all__ = ["OMEGAS", "OMEGAS_DENSE", "SIGMAS", "LAMS", "ALPHAS", "explorer_tasks", "ExplorerGrid",
            "IncompleteGridError", "load_explorer_grid"]
@@ -38,8 +38,6 @@ SIGMAS = (0.4, 0.5, 0.6)
 LAMS = (0.005, 0.01, 0.02, 0.04)
 #: Sample complexities ``alpha = n/d`` of the curves.
 ALPHAS = tuple(round(0.1 * i, 2) for i in range(1, 31))
-#: Search interval ``(0, ALPHA_MAX]`` and tolerance of the thresholds.
-ALPHA_MAX, XTOL = 3.0, 1e-3
 
 
 def _dense(omegas) -> list:
@@ -49,13 +47,13 @@ def _dense(omegas) -> list:
 
 
 def explorer_tasks(fixed: dict, axes: dict) -> list[dict]:
-    """State-evolution tasks of the grid (for :func:`attnlab.reproduce.run_theory_spec`).
+    """State-evolution tasks of the grid (for :func:`attnlab.experiments.runners.run_theory_spec`).
 
     Parameters
     ----------
     fixed, axes : dict
-        Grid of :data:`attnlab.reproduce.FIGURES` ``["explorer-grid"]``: ``omega``,
-        ``sigma``, ``lam`` and ``alpha`` given as axes (lists) or fixed values.
+        Grid of :data:`attnlab.experiments.figures.FIGURES` ``["explorer-grid"]``: ``omega``,
+        ``sigma``, ``lam`` and ``alpha`` given as axes (lists) or fixed values (and ``A``, fixed).
 
     Returns
     -------
@@ -63,16 +61,16 @@ def explorer_tasks(fixed: dict, axes: dict) -> list[dict]:
         One ``se-curve`` task per ``(omega, sigma, lambda, branch)``, then one
         ``transition`` task per ``(omega, sigma, lambda)`` on the denser omega grid.
     """
-    get = lambda k: list(axes[k]) if k in axes else [fixed[k]]
+    def get(k):
+        return list(axes[k]) if k in axes else [fixed[k]]
+
     alphas = sorted(set(float(a) for a in get("alpha")))
-    A = ModelParams(A=fixed.get("A", DEFAULT_A)).A
-    cols = lambda w, s, l: dict(omega=float(w), sigma=float(s), **{"lambda": float(l)}, A11=A[0][0], A12=A[0][1],
-                                A21=A[1][0], A22=A[1][1])
-    curves = [dict(kind="se-curve", branch=b, alphas=alphas, **cols(w, s, l))
-              for w in get("omega") for s in get("sigma") for l in get("lam") for b in BRANCHES]
-    thresholds = [dict(kind="transition", alpha_max=ALPHA_MAX, xtol=XTOL, **cols(w, s, l))
-                  for w in _dense(get("omega")) for s in get("sigma") for l in get("lam")]
-    return curves + thresholds
+    def models(omegas):
+        return [ModelParams(omega=w, sigma=s, lam=lam, A=fixed.get("A", DEFAULT_A))
+                for w in omegas for s in get("sigma") for lam in get("lam")]
+
+    curves = [se_curve_spec(p, b, alphas) for p in models(get("omega")) for b in BRANCHES]
+    return curves + [transition_spec(p) for p in models(_dense(get("omega")))]
 
 
 class IncompleteGridError(ValueError):
@@ -147,7 +145,8 @@ def load_explorer_grid(path=None) -> ExplorerGrid:
     Parameters
     ----------
     path : str or Path, optional
-        The CSV (default: :data:`attnlab.reproduce.RESULTS_DIR` ``/ explorer-grid-theory.csv``).
+        The CSV (default: ``explorer-grid-theory.csv`` of :data:`attnlab.experiments.store.RESULTS_DIR`,
+        else the copy installed with attnlab, :func:`attnlab.experiments.store.cached_path`).
 
     Returns
     -------
@@ -160,13 +159,11 @@ def load_explorer_grid(path=None) -> ExplorerGrid:
         No such file (``attnlab reproduce explorer-grid`` writes it).
     IncompleteGridError
         A curve point or a threshold of the product grid is missing.
-    attnlab.sweeps.CorruptResultsError
+    attnlab.experiments.store.CorruptResultsError
         The CSV is damaged.
     """
     if path is None:
-        from .reproduce import RESULTS_DIR
-
-        path = Path(RESULTS_DIR) / "explorer-grid-theory.csv"
+        path = cached_path("explorer-grid-theory.csv")
     cols = read_columns(path, key="run_id")
     if cols is None:
         raise FileNotFoundError(f"{path} does not exist: run `attnlab reproduce explorer-grid` to compute it")

@@ -504,7 +504,7 @@ def gd_gap_map(runs: dict) -> dict:
     Parameters
     ----------
     runs : dict of str to ndarray
-        Columns of ``results/phase-diagram.csv`` (:func:`attnlab.reproduce.load_results`):
+        Columns of ``results/phase-diagram.csv`` (:func:`attnlab.experiments.figures.load_results`):
         ``omega, alpha, sigma, lambda, init, eps_t``; one ``sigma`` and ``lambda``.
 
     Returns
@@ -583,7 +583,7 @@ def book_explorer(kind: str, **kwargs):
         return embed(transition_explorer(grid, **kwargs), "Transition explorer")
     if kind == "overlaps":
         return embed(overlaps_explorer(grid, **kwargs), "Overlap explorer")
-    from .reproduce import load_results
+    from .experiments.figures import load_results
 
     runs = load_results("phase-diagram")
     return embed(phase_explorer(grid, gd_map=gd_gap_map(runs) if runs is not None else None, **kwargs),

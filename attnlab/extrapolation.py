@@ -119,7 +119,7 @@ def extrapolate_runs(runs: dict, y: str, *, by=("omega", "init", "alpha"), absol
     Parameters
     ----------
     runs : dict of ndarray
-        Columns of a sweep (``attnlab.reproduce.load_results``): ``d``, ``y`` and the ``by`` keys.
+        Columns of a sweep (``attnlab.experiments.figures.load_results``): ``d``, ``y`` and the ``by`` keys.
     y : str
         Observable column, e.g. ``"theta"``.
     by : tuple of str

@@ -6,16 +6,18 @@ arXiv:2402.03902, Sec. 2 (data model) and Sec. 3 (empirical risk).
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 __all__ = ["ModelParams", "DEFAULT_SIGMA", "DEFAULT_LAM", "DEFAULT_OMEGA", "DEFAULT_A", "DEFAULT_ALPHA_MAX",
-           "DEFAULT_XTOL", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES",
-           "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE", "check_positive",
-           "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params", "check_finite_array",
-           "check_memory", "memory_bytes", "check_path", "check_xy"]
+           "DEFAULT_XTOL", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES", "MINIMIZERS",
+           "DEFAULT_MINIMIZER", "COUNTING_ATTENTION", "COUNTING_DEFAULTS", "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE",
+           "check_positive", "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params",
+           "check_finite_array", "check_memory", "memory_bytes", "check_path", "check_xy"]
 
 #: Largest tolerance accepted for a fixed point (``tol``) or a root in ``alpha`` (``xtol``):
 #: a looser one would return the starting point as "converged".
@@ -42,8 +44,28 @@ INITS = ("semantic", "positional", "random")
 METHODS = ("gd", "lbfgs", "adam")
 #: The two branches of minima (and of the state evolution).
 BRANCHES = ("semantic", "positional")
+#: Per-sample proximal minimisers of the state evolution (:mod:`attnlab.theory.solver`):
+#: ``"global"`` (the replica computation of the global minimum of the risk, the paper's
+#: Result 4.2) and ``"followed"`` (the local minimiser reached by descent from the
+#: preactivations of gradient descent's initialisation, see
+#: :mod:`attnlab.theory.followed_rule`); the default describes the minimum gradient descent
+#: reaches from the branch's init (book Chapter 5).
+MINIMIZERS = ("global", "followed")
+#: The default of :data:`MINIMIZERS`.
+DEFAULT_MINIMIZER = "followed"
 #: Scale ``c`` of the positional init ``Q0 = c 1_d`` of gradient descent (so ``m0 = c``).
 POSITIONAL_INIT_SCALE = 0.5
+#: The counting task (:mod:`attnlab.counting`, here so that the CLI can offer them without
+#: importing torch): what the queries and keys of the attention layer may see, and the
+#: default configuration of :func:`attnlab.counting.train_counting`. Sequence length,
+#: alphabet size, widths and learning rate follow the paper (Sec. 1); the number of
+#: sequences, epochs and the batch size are tuned so that one run takes about a minute on
+#: 2 lightly loaded CPU cores (9384 Adam steps) and every restricted variant reaches
+#: >= 99% test accuracy (``benchmarks/bench_counting.py``).
+COUNTING_ATTENTION = ("positional", "semantic", "both")
+#: The default configuration of :func:`attnlab.counting.train_counting` (see above).
+COUNTING_DEFAULTS = dict(L=10, T=15, d_model=64, d_hidden=128, n_train=50_000, n_test=10_000,
+                         epochs=12, batch_size=64, lr=1e-3)
 #: Teacher draws of :func:`attnlab.data.sample_teacher`: ``Q* ~ N(0, I_d)``, or rescaled to ``|Q*|^2 = d``.
 TEACHERS = ("gaussian", "exact-norm")
 
@@ -286,18 +308,54 @@ class ModelParams:
         """The positional matrix ``A`` as a float64 array of shape ``(L, L)``."""
         return np.array(self.A, dtype=float)
 
-    @property
-    def lambda_(self) -> float:
-        """Alias of :attr:`lam` (the paper's ``lambda``)."""
-        return self.lam
-
     def replace(self, **changes) -> "ModelParams":
         """Return a copy with some fields changed (validated again)."""
         kw = dict(sigma=self.sigma, lam=self.lam, omega=self.omega, A=self.A, L=self.L, r=self.r)
         kw.update(changes)
         return ModelParams(**kw)
 
-    def to_dict(self) -> dict:
-        """Plain-Python dictionary (JSON-serialisable) of the parameters."""
-        return dict(sigma=self.sigma, lam=self.lam, omega=self.omega,
-                    A=[list(r) for r in self.A], L=self.L, r=self.r)
+    def to_record(self) -> dict:
+        """The parameters as one flat record: the format of every results table, run id and JSON output.
+
+        Keys ``omega, sigma, lambda`` (the field ``lam``), the entries of ``A``
+        row by row as ``A11, A12, ..., ALL`` (1-based; ``A1_10`` style for
+        ``L >= 10``), and ``rank`` (the field ``r``) only when it is not 1, so that
+        the record of a rank-1 model, whose key set is hashed into the run ids of
+        the cached tables, stays what it has always been. Values are plain floats
+        and ints; :meth:`from_record` reads the record back.
+        """
+        record = dict(omega=self.omega, sigma=self.sigma, **{"lambda": self.lam})
+        record.update({_A_key(i, j, self.L): self.A[i][j] for i in range(self.L) for j in range(self.L)})
+        if self.r != 1:
+            record["rank"] = self.r
+        return record
+
+    @classmethod
+    def from_record(cls, record) -> "ModelParams":
+        """The :class:`ModelParams` of a record of :meth:`to_record` (a results row, a run spec).
+
+        Other keys of ``record`` (``d``, ``alpha``, results ...) are ignored; ``L``
+        is read off the ``A`` entries, ``rank`` defaults to 1.
+
+        Raises
+        ------
+        ValueError
+            If a key is missing (the message names it) or a value is out of range.
+        """
+        missing = [k for k in ("omega", "sigma", "lambda") if k not in record]
+        if missing:
+            raise ValueError(f"a parameter record needs the keys omega, sigma, lambda, A11..A22; missing {missing}")
+        entries = [k for k in record if re.fullmatch(r"A\d+(_\d+)?", str(k))]
+        L = math.isqrt(len(entries))
+        keys = [[_A_key(i, j, L) for j in range(L)] for i in range(L)]
+        if L < 2 or not all(k in record for row in keys for k in row):
+            raise ValueError(f"a parameter record needs the L x L entries of A (A11, A12, A21, A22 for L = 2), "
+                             f"got {entries}")
+        A = [[record[k] for k in row] for row in keys]
+        return cls(sigma=record["sigma"], lam=record["lambda"], omega=record["omega"], A=A, L=L,
+                   r=record.get("rank", 1))
+
+
+def _A_key(i: int, j: int, L: int) -> str:
+    """Record key of the entry ``A[i][j]`` (0-based ``i, j``): ``A12``, or ``A1_12`` when ``L >= 10``."""
+    return f"A{i + 1}{j + 1}" if L < 10 else f"A{i + 1}_{j + 1}"

@@ -8,10 +8,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .params import DEFAULT_A, DEFAULT_OMEGA
+
 __all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "INIT_KINDS", "plot_simulation_runs", "plot_se_table", "plot_arbiter"]
+           "INIT_KINDS", "INIT_LABELS", "plot_simulation_runs", "plot_se_table", "plot_arbiter", "SWEEP_PANELS",
+           "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
 
 #: One colour per concept, kept across the whole book.
 COLORS = {
@@ -54,8 +57,7 @@ def plot_phase_diagram(rows, ax=None, path=None):
     ax.fill_betweenx(omega, 0, ac, color=COLORS["positional"], alpha=0.15, label="positional minimum lower")
     ax.fill_betweenx(omega, ac, np.nanmax(np.r_[ac, al]) * 1.2, color=COLORS["semantic"], alpha=0.12,
                      label="semantic minimum lower")
-    ax.plot(ac, omega, "-o", color=COLORS["alpha_c"], label=r"$\alpha_c$ (training losses cross)")
-    ax.plot(al, omega, "--s", color=COLORS["alpha_l"], label=r"$\alpha_l$ (beats linear baseline)")
+    _threshold_lines(ax, omega, ac, al)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
@@ -310,16 +312,18 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
 
 #: Colour key of each initialisation: the minimum that gradient descent reaches from it.
 INIT_KINDS = {"random": "positional", "positional": "positional", "semantic": "semantic"}
+#: Legend label of each initialisation.
+INIT_LABELS = {"random": "random init", "positional": "positional init", "semantic": r"informed init $Q_0 = Q^*$"}
 
 
 def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt="GD, {} init",
-                         marker="o", filled=True, select=None):
+                         marker="o", filled=True, select=None, kind=None, x_scale=1.0):
     """Mean and standard error over seeds of finite-``d`` runs, one series per ``by`` value.
 
     Parameters
     ----------
     runs : dict of str to ndarray
-        Columns as returned by :func:`attnlab.reproduce.load_results` (or built
+        Columns as returned by :func:`attnlab.experiments.figures.load_results` (or built
         from :class:`attnlab.SimulationResult` objects): at least ``x``, ``y``, ``by``.
     y : str
         Column to plot (e.g. ``"m"``, ``"theta"``, ``"eps_t"``, ``"eps_g"``).
@@ -331,12 +335,17 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         when ``by == "init"``).
     absolute : bool
         Plot ``|y|`` (overlaps are defined up to a sign).
-    label_fmt : str
-        Legend label, formatted with the series value.
+    label_fmt : str or dict
+        Legend label, formatted with the series value; or a dict from series value to label.
     marker : str
     filled : bool
     select : ndarray of bool, optional
         Rows to use.
+    kind : str, optional
+        Colour key of :data:`COLORS` for every series (default: from the series value).
+    x_scale : float
+        Factor applied to the abscissa of the points (e.g. ``1.015`` to set two
+        series measured at the same ``x`` side by side).
 
     Returns
     -------
@@ -351,8 +360,9 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         vals = [np.abs(v) if absolute else v for v in vals]
         mean = np.array([v.mean() for v in vals])
         sem = np.array([v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0.0 for v in vals])
-        kind = INIT_KINDS.get(group, group) if by == "init" else group
-        plot_points(xs, mean, kind, ax=ax, yerr=sem, label=label_fmt.format(group), marker=marker, filled=filled)
+        series_kind = kind or (INIT_KINDS.get(group, group) if by == "init" else group)
+        label = label_fmt[group] if isinstance(label_fmt, dict) else label_fmt.format(group)
+        plot_points(xs * x_scale, mean, series_kind, ax=ax, yerr=sem, label=label, marker=marker, filled=filled)
     return ax
 
 
@@ -362,7 +372,7 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
     Parameters
     ----------
     theory : dict of str to ndarray
-        Columns ``branch``, ``x``, ``y`` (e.g. :func:`attnlab.reproduce.load_results`
+        Columns ``branch``, ``x``, ``y`` (e.g. :func:`attnlab.experiments.figures.load_results`
         with ``table="theory"``).
     y : str
     ax : matplotlib Axes, optional
@@ -417,7 +427,7 @@ def _gap_panel(ax, runs, theory, omega):
         ax.legend(fontsize=7.5)
 
 
-def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0, ncols=3):
+def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, ncols=3):
     """The state evolution against gradient descent extrapolated to ``d -> infinity``.
 
     First four panels, at ``omega``: ``theta``, ``|m|``, the training-loss gap
@@ -508,3 +518,180 @@ def plot_arbiter(runs, theory, path=None, omega=0.3, omega_low=0.0, ncols=3):
         fig.savefig(path, dpi=110)
         plt.close(fig)
     return fig
+
+
+# ----------------------------------------------------------------------------- the figures of `attnlab reproduce`
+
+#: The four observables of a sweep figure and their axis labels.
+SWEEP_PANELS = (("m", r"positional overlap $m = \mathbf{1}\cdot Q/d$"),
+                ("theta", r"semantic overlap $\theta = Q^*\cdot Q/d$"),
+                ("eps_t", r"training loss $\varepsilon_t = R/d$"),
+                ("eps_g", r"test error $\varepsilon_g$"))
+
+_METHOD_LABELS = {"lbfgs": "GD + L-BFGS", "gd": "GD", "adam": "Adam"}
+
+
+def _sweep_title(runs, extra: str = "") -> str:
+    """``omega, sigma, lambda`` (and ``A`` if not the default), ``d`` and the number of seeds of a sweep."""
+    def values(k):
+        return ", ".join(f"{v:g}" for v in np.unique(runs[k]))
+    A = ""
+    if not np.isclose(runs["A11"][0], DEFAULT_A[0][0]):
+        A = f", A=[[{runs['A11'][0]:g}, {runs['A12'][0]:g}], [{runs['A21'][0]:g}, {runs['A22'][0]:g}]]"
+    return (rf"$\omega$={values('omega')}, $\sigma$={values('sigma')}, $\lambda$={values('lambda')}{A}, "
+            f"d={values('d')}, {len(np.unique(runs['seed']))} seed(s){extra}")
+
+
+def _save(fig, path, dpi=110):
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+    return fig
+
+
+def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
+    """Four panels ``m, theta, eps_t, eps_g`` of a sweep: mean +- SEM over seeds, with the state evolution.
+
+    Points are :func:`plot_simulation_runs` per initialisation (and optimiser,
+    Adam with open markers, set slightly to the right); the state evolution is
+    :func:`plot_se_table` when ``x = "alpha"``, and a horizontal line per branch
+    (its value at the sweep's ``alpha``) when ``x = "d"`` (logarithmic axis). The
+    ``eps_g`` panel adds the linear baseline: theory (dashed) and, against ``alpha``,
+    simulation.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns of a simulation sweep (:func:`attnlab.experiments.figures.load_results`).
+    theory : dict of str to ndarray, optional
+        Its state-evolution table (``table="theory"``).
+    path : str or Path, optional
+        Save the figure there (and close it).
+    x : {"alpha", "d"}
+    note : str
+        Appended to the title.
+
+    Returns
+    -------
+    fig : matplotlib Figure
+    """
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True, sharex=True)
+    methods = sorted(set(runs["method"].tolist()))
+    for ax, (y, label) in zip(axes.flat, SWEEP_PANELS):
+        if theory is not None and "branch" in theory and x == "alpha":
+            plot_se_table(theory, y, ax=ax)
+        elif theory is not None and "branch" in theory:
+            for branch in ("positional", "semantic"):
+                at = theory["branch"] == branch
+                if at.any():
+                    ax.axhline(theory[y][at][0], color=COLORS[branch], ls="--", label=f"SE {branch} branch")
+        for method in methods:
+            suffix = f", {_METHOD_LABELS.get(method, method)}" if len(methods) > 1 else ""
+            adam = method == "adam"
+            plot_simulation_runs(runs, y, ax=ax, x=x, select=runs["method"] == method, marker="^" if adam else "o",
+                                 filled=not adam, x_scale=1.015 if adam else 1.0,
+                                 label_fmt={k: v + suffix for k, v in INIT_LABELS.items()})
+        if y == "eps_g":
+            if theory is not None and "eps_g_linear" in theory:
+                plot_linear_level(theory["eps_g_linear"][0], ax=ax, label="linear baseline (theory)")
+            if x == "alpha":
+                plot_simulation_runs(runs, "eps_g_linear", ax=ax, by="d", kind="linear", marker="s",
+                                     label_fmt="linear baseline (simulation)")
+        if x == "d":
+            ax.set_xscale("log")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel(r"sample complexity $\alpha = n/d$" if x == "alpha" else "embedding dimension $d$")
+    axes[0, 0].legend(fontsize=7)
+    axes[1, 1].legend(fontsize=7)
+    fixed = rf"; $\alpha$={', '.join(f'{a:g}' for a in np.unique(runs['alpha']))}" if x == "d" else ""
+    methods = ", ".join(_METHOD_LABELS.get(m, m) for m in methods)
+    fig.suptitle(_sweep_title(runs, f"{fixed}; {methods}; points: mean $\\pm$ SEM over seeds{note}"), fontsize=9)
+    return _save(fig, path)
+
+
+def _threshold_lines(ax, omega, alpha_c, alpha_l, **kw):
+    """``alpha_c(omega)`` (solid, circles) and ``alpha_l(omega)`` (dashed, squares), in their colours."""
+    ax.plot(alpha_c, omega, "-o", color=COLORS["alpha_c"], label=r"$\alpha_c$ (training losses cross)", **kw)
+    ax.plot(alpha_l, omega, "--s", color=COLORS["alpha_l"], label=r"$\alpha_l$ (beats linear baseline)", **kw)
+
+
+def plot_phase_map(runs, theory=None, path=None):
+    """Map of ``eps_t(informed init) - eps_t(random init)`` over ``(alpha, omega)``, with the SE thresholds.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns of the ``phase-diagram`` sweep (``omega, alpha, init, eps_t, d, method, seed``).
+    theory : dict of str to ndarray, optional
+        Its thresholds (``omega, alpha_c, alpha_l``).
+    path : str or Path, optional
+        Save the figure there (and close it).
+
+    Returns
+    -------
+    fig : matplotlib Figure
+    """
+    import matplotlib.colors as mcolors
+
+    alphas, omegas = np.unique(runs["alpha"]), np.unique(runs["omega"])
+    diff = np.full((len(omegas), len(alphas)), np.nan)
+    for i, w in enumerate(omegas):
+        for j, a in enumerate(alphas):
+            cell = (runs["omega"] == w) & (runs["alpha"] == a)
+            sem = runs["eps_t"][cell & (runs["init"] == "semantic")]
+            rnd = runs["eps_t"][cell & (runs["init"] == "random")]
+            if len(sem) and len(rnd):
+                diff[i, j] = sem.mean() - rnd.mean()
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
+    lim = np.nanmax(np.abs(diff)) if np.isfinite(diff).any() else 1.0
+    mesh = ax.pcolormesh(alphas, omegas, diff, shading="nearest", cmap="RdBu",
+                         norm=mcolors.TwoSlopeNorm(0.0, -lim, lim))
+    fig.colorbar(mesh, ax=ax, label=r"$\varepsilon_t$(informed init) $-$ $\varepsilon_t$(random init)"
+                                     "\n(red: semantic minimum lower)")
+    step = 0.5 * np.diff(alphas).min(initial=0.2)
+    right = alphas.max() + step
+    if theory is not None and "alpha_c" in theory:
+        order = np.argsort(theory["omega"])
+        _threshold_lines(ax, theory["omega"][order], theory["alpha_c"][order], theory["alpha_l"][order], ms=3)
+        ax.legend(fontsize=7, loc="lower right")
+        finite = np.r_[theory["alpha_c"], theory["alpha_l"]]  # show thresholds beyond the simulated range too
+        right = max(right, 1.05 * finite[np.isfinite(finite)].max(initial=0.0))
+    ax.set_xlim(alphas.min() - step, right)
+    ax.set_xlabel(r"sample complexity $\alpha = n/d$")
+    ax.set_ylabel(r"positional weight $\omega$")
+    method = ", ".join(_METHOD_LABELS.get(m, m) for m in np.unique(runs["method"]))
+    ax.set_title(f"d={', '.join(str(v) for v in np.unique(runs['d']))}, {method}, "
+                 f"{len(np.unique(runs['seed']))} seed(s) per cell", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_explorer_overview(theory, path=None):
+    """``alpha_c(omega)`` of the explorers' grid: one panel per ``sigma``, one line per ``lambda``.
+
+    Parameters
+    ----------
+    theory : dict of str to ndarray
+        The ``explorer-grid`` theory table (rows of ``kind = "transition"`` are used).
+    path : str or Path, optional
+        Save the figure there (and close it).
+
+    Returns
+    -------
+    fig : matplotlib Figure
+    """
+    tr = theory["kind"] == "transition"
+    sigmas = np.unique(theory["sigma"][tr])
+    fig, axes = plt.subplots(1, len(sigmas), figsize=(3.4 * len(sigmas), 3.2), sharey=True, squeeze=False,
+                             constrained_layout=True)
+    for ax, s in zip(axes[0], sigmas):
+        for lam in np.unique(theory["lambda"][tr]):
+            sel = tr & (theory["sigma"] == s) & (theory["lambda"] == lam)
+            order = np.argsort(theory["omega"][sel])
+            ax.plot(theory["alpha_c"][sel][order], theory["omega"][sel][order], "-o", ms=3,
+                    label=rf"$\lambda$ = {lam:g}")
+        ax.set(title=rf"$\sigma$ = {s:g}", xlabel=r"$\alpha_c$")
+    axes[0][0].set_ylabel(r"$\omega$")
+    axes[0][-1].legend(fontsize=8)
+    return _save(fig, path, dpi=120)

@@ -46,6 +46,8 @@ class SimulationResult:
     steps : int
     seconds : float
         Wall time of the whole experiment (sampling, training, testing).
+    params : dict
+        The model's parameters, :meth:`attnlab.params.ModelParams.to_record`.
     history : list of float
         ``R / d`` along training.
     """
@@ -152,4 +154,4 @@ def run_simulation(params: ModelParams, alpha: float, d: int, *, init: str = "ra
         m=_scalar_or_list(ov.m), theta=_scalar_or_list(ov.theta), qnorm=ov.qnorm,
         eps_t=res.eps_t, eps_g=eg, eps_g_sem=eg_sem, eps_g_linear=el, eps_g_linear_sem=el_sem,
         B=B.tolist(), converged=res.converged, steps=res.steps, grad_rms=res.grad_rms,
-        seconds=time.perf_counter() - t0, params=params.to_dict(), history=res.history.tolist(), Q=Q)
+        seconds=time.perf_counter() - t0, params=params.to_record(), history=res.history.tolist(), Q=Q)

@@ -30,10 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def grid_cost(workers) -> dict:
-    from attnlab.reproduce import RESULTS_DIR
-    from attnlab.sweeps import read_columns, read_provenance
+    from attnlab.experiments.store import cached_path, read_columns, read_provenance
 
-    path = Path(RESULTS_DIR) / "explorer-grid-theory.csv"
+    path = cached_path("explorer-grid-theory.csv")
     cols = read_columns(path, key="run_id")
     prov = read_provenance(path) or {}
     out = {"rows": int(len(cols["run_id"]))}

@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-
-from attnlab.reproduce import figure_specs
-from attnlab.sweeps import read_columns, run_sweep
+from attnlab.experiments.figures import figure_specs
+from attnlab.experiments.store import read_columns
+from attnlab.experiments.sweeps import run_sweep
 
 
 def main(argv=None) -> dict:
@@ -64,11 +64,12 @@ def main(argv=None) -> dict:
         import warnings
 
         from attnlab import ModelParams
+        from attnlab.params import BRANCHES
         from attnlab.theory import solve_state_evolution
 
         p = ModelParams(omega=0.3)
         per = {}
-        for branch in ("positional", "semantic"):
+        for branch in BRANCHES:
             t, c = time.perf_counter(), time.process_time()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

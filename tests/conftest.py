@@ -12,7 +12,7 @@ class Reached(BaseException):
 @pytest.fixture
 def stub_compute(monkeypatch):
     import attnlab.counting
-    import attnlab.reproduce
+    import attnlab.experiments.figures
     import attnlab.simulation
     import attnlab.theory.solver
     import attnlab.theory.thresholds
@@ -23,6 +23,6 @@ def stub_compute(monkeypatch):
     for module, name in ((attnlab.simulation, "make_problem"), (attnlab.theory.solver, "_solve"),
                          (attnlab.theory.thresholds, "linear_baseline_error"),
                          (attnlab.theory.thresholds, "_solve_cases"), (attnlab.counting, "_train"),
-                         (attnlab.reproduce, "run_sweeps")):
+                         (attnlab.experiments.figures, "run_sweeps")):
         monkeypatch.setattr(module, name, reached)
     return Reached

@@ -1,5 +1,4 @@
 """Tests of the counting (histogram) experiment (Cui et al. 2024, Sec. 1, Fig. 1)."""
-import argparse
 import json
 from collections import Counter
 
@@ -7,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.counting import (ATTENTION_MODES, CountingTransformer, add_cli, attention_maps,
+from attnlab.counting import (ATTENTION_MODES, CountingTransformer, attention_maps,
                               make_counting_data, semantic_score, semantic_score_from_maps,
                               train_counting)
 
@@ -158,9 +157,9 @@ def test_bad_input_raises_value_error_naming_parameter(call, name):
 
 # ------------------------------------------------------------------------------ CLI
 def _parser():
-    parser = argparse.ArgumentParser(prog="attnlab")
-    add_cli(parser.add_subparsers(dest="command"))
-    return parser
+    from attnlab.cli import build_parser
+
+    return build_parser()
 
 
 def test_cli_contract():

@@ -9,8 +9,9 @@ from attnlab import explorers as ex
 from attnlab.attention import teacher_attention
 from attnlab.explorer_grid import (ALPHAS, IncompleteGridError, explorer_tasks, load_explorer_grid)
 from attnlab.params import BRANCHES, ModelParams
-from attnlab.reproduce import RESULTS_DIR, get_figure, run_theory_spec, theory_specs
-from attnlab.sweeps import spec_key, write_csv_atomic
+from attnlab.experiments.figures import get_figure, theory_specs
+from attnlab.experiments.runners import run_theory_spec, spec_key
+from attnlab.experiments.store import RESULTS_DIR, write_csv_atomic
 
 GRID_CSV = RESULTS_DIR / "explorer-grid-theory.csv"
 

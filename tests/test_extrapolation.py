@@ -61,7 +61,7 @@ def test_exact_norm_teacher():
 def test_arbiter_registry_and_quick_run(tmp_path):
     """se-vs-gd: exact-norm teacher, both inits, three sizes; the quick version runs
     end to end (simulations, both SE minimisers, figure) and the rows carry the teacher."""
-    from attnlab.reproduce import figure_specs, load_results, reproduce, theory_specs
+    from attnlab.experiments.figures import figure_specs, load_results, reproduce, theory_specs
     specs = figure_specs("se-vs-gd")
     assert {s["teacher"] for s in specs} == {"exact-norm"} and {s["d"] for s in specs} == {1000, 2000, 4000}
     assert {s["init"] for s in specs} == {"semantic", "positional"}

@@ -1,5 +1,4 @@
 """Sweeps and ``attnlab reproduce``: resume, atomic writes, Dask, bad input, CLI, cached results."""
-import concurrent.futures as cf
 import json
 import os
 import subprocess
@@ -13,11 +12,12 @@ import pytest
 
 import attnlab
 from attnlab import cli
-from attnlab.reproduce import (FIGURES, describe_results, figure_specs, load_provenance, load_results,
-                               reproduce, theory_specs)
-from attnlab.sweeps import (CorruptResultsError, SweepError, grid, provenance_path, read_columns, read_provenance,
-                            read_rows, run_simulation_spec, run_sweep, simulation_spec, spec_key, write_csv_atomic,
-                            write_json_atomic)
+from attnlab.experiments.figures import (FIGURES, describe_results, figure_specs, load_provenance, load_results,
+                                        reproduce, theory_specs)
+from attnlab.experiments.runners import grid, run_simulation_spec, simulation_spec, spec_key
+from attnlab.experiments.store import (CorruptResultsError, SweepError, provenance_path, read_columns, read_provenance,
+                                      read_rows, sweep_lock, write_csv_atomic, write_json_atomic)
+from attnlab.experiments.sweeps import run_sweep
 
 CALLS = []
 _LOCK = threading.Lock()
@@ -79,8 +79,8 @@ def test_registry_scale():
 def test_resume_skips_finished_runs_and_failure_leaves_valid_csv(tmp_path):
     path = tmp_path / "sq.csv"
     CALLS.clear()
-    with cf.ThreadPoolExecutor(1) as ex, pytest.raises(SweepError, match="boom at x = 3"):
-        run_sweep(SPECS, path, runner=square_failing_on_3, executor=ex, progress=False, command="test")
+    with pytest.raises(SweepError, match="boom at x = 3"):
+        run_sweep(SPECS, path, runner=square_failing_on_3, backend="threading", progress=False, command="test")
     cols = read_columns(path)  # a complete, parseable CSV with the runs finished before the failure
     assert set(cols["x"]) == set(CALLS) and 3 not in cols["x"]
     assert np.array_equal(cols["y"], cols["x"] ** 2)
@@ -89,13 +89,11 @@ def test_resume_skips_finished_runs_and_failure_leaves_valid_csv(tmp_path):
     assert prov["sessions"][-1]["status"] == "failed" and prov["sweep_complete"] is False
     done = len(cols["x"])
     CALLS.clear()
-    with cf.ThreadPoolExecutor(2) as ex:
-        rep = run_sweep(SPECS, path, runner=square, executor=ex, progress=False, command="test")
+    rep = run_sweep(SPECS, path, runner=square, backend="threading", workers=2, progress=False, command="test")
     assert rep.skipped == done and rep.completed == 6 - done and sorted(CALLS) == sorted(set(range(6)) - set(cols["x"]))
     CALLS.clear()
     before = path.read_text(), provenance_path(path).read_text()
-    with cf.ThreadPoolExecutor(2) as ex:
-        rep = run_sweep(SPECS, path, runner=square, executor=ex, progress=False, command="test")
+    rep = run_sweep(SPECS, path, runner=square, backend="threading", workers=2, progress=False, command="test")
     assert CALLS == [] and rep.skipped == 6 and rep.completed == 0
     assert (path.read_text(), provenance_path(path).read_text()) == before  # nothing to do: files untouched
     cols = read_columns(path)
@@ -127,10 +125,9 @@ def test_dask_local_cluster_runs_a_sweep(tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        ex = client.get_executor()
-        rep = run_sweep(SPECS[:4], tmp_path / "dask.csv", runner=square, executor=ex, progress=False)
+        rep = run_sweep(SPECS[:4], tmp_path / "dask.csv", runner=square, backend="dask", progress=False)
         spec = simulation_spec(d=8, alpha=1.0, init="random", seed=0, n_test=200)
-        real = run_sweep([spec], tmp_path / "sim.csv", executor=ex, progress=False)
+        real = run_sweep([spec], tmp_path / "sim.csv", backend="dask", progress=False)
     assert rep.completed == 4 and sorted(read_columns(tmp_path / "dask.csv")["y"]) == [0, 1, 4, 9]
     assert real.completed == 1
     cols = read_columns(tmp_path / "sim.csv")
@@ -148,9 +145,8 @@ def test_default_process_pool_runs_real_simulation(tmp_path):
 
 def test_reproduce_quick_end_to_end_and_resume(tmp_path):
     kw = dict(out=tmp_path, quick=True, theory=False, progress=False, overrides={"alpha": [1.0], "d": 12, "n_test": 500})
-    with cf.ThreadPoolExecutor(2) as ex:
-        first = reproduce("overlaps-vs-alpha", executor=ex, **kw)
-        again = reproduce("overlaps-vs-alpha", executor=ex, **kw)
+    first = reproduce("overlaps-vs-alpha", backend="threading", workers=2, **kw)
+    again = reproduce("overlaps-vs-alpha", backend="threading", workers=2, **kw)
     assert first["runs_completed"] == 2 and again["runs_skipped"] == 2 and again["runs_completed"] == 0
     assert (tmp_path / "overlaps-vs-alpha-quick.png").stat().st_size > 1000
     cols = load_results("overlaps-vs-alpha-quick", results_dir=tmp_path)
@@ -212,12 +208,10 @@ def test_cached_rows_recompute():
 
 
 def test_two_processes_cannot_write_the_same_sweep(tmp_path):
-    from attnlab.sweeps import _sweep_lock
-
     path = tmp_path / "locked.csv"
-    with _sweep_lock(path):  # as if another process were running this sweep
+    with sweep_lock(path):  # as if another process were running this sweep
         with pytest.raises(SweepError, match="another process.*locked.csv.lock"):
-            run_sweep(SPECS[:1], path, runner=square, executor=cf.ThreadPoolExecutor(1), progress=False)
+            run_sweep(SPECS[:1], path, runner=square, backend="threading", progress=False)
     assert not path.exists() and (tmp_path / "locked.csv.lock").exists()  # the lock lives next to the CSV
 
 
@@ -247,8 +241,7 @@ DAMAGES = ("cut-off", "missing-field", "no-header", "garbage-number", "not-utf8"
 @pytest.mark.parametrize("how", DAMAGES)
 def test_damaged_csv_is_an_error_naming_file_and_line(tmp_path, capsys, how):
     good = tmp_path / "good.csv"
-    with cf.ThreadPoolExecutor(1) as ex:
-        run_sweep(SPECS, good, runner=square, executor=ex, progress=False, command="test")
+    run_sweep(SPECS, good, runner=square, backend="threading", progress=False, command="test")
     data, line, phrase = _damage(good.read_text(), how)
     path = tmp_path / "bad.csv"
     path.write_bytes(data)
@@ -260,8 +253,8 @@ def test_damaged_csv_is_an_error_naming_file_and_line(tmp_path, capsys, how):
         with pytest.raises(CorruptResultsError, match=f"line {line}: "):
             read(path)  # any CSV: a header of numbers is a lost header
     CALLS.clear()  # resuming from the damaged file: an error, nothing run, the file left as it is
-    with cf.ThreadPoolExecutor(1) as ex, pytest.raises(CorruptResultsError, match=f"line {line}: "):
-        run_sweep(SPECS, path, runner=square, executor=ex, progress=False)
+    with pytest.raises(CorruptResultsError, match=f"line {line}: "):
+        run_sweep(SPECS, path, runner=square, backend="threading", progress=False)
     assert CALLS == [] and path.read_bytes() == data
     # the cached results of the book and `attnlab reproduce`: one line `attnlab: error: ...`, exit code 2
     cached = tmp_path / "overlaps-vs-alpha-quick.csv"
@@ -294,8 +287,9 @@ def test_strict_reading_keeps_valid_files(tmp_path):
 
 
 SWEEPER = """
-import concurrent.futures as cf, os, sys, time
-from attnlab.sweeps import grid, run_sweep
+import os, sys, time
+from attnlab.experiments.runners import grid
+from attnlab.experiments.sweeps import run_sweep
 
 def slow_square(spec):
     time.sleep(float(os.environ["SWEEP_DELAY"]))
@@ -305,8 +299,7 @@ if __name__ == "__main__":
     path, lo, hi, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     specs = grid({"a": 1}, {"x": list(range(lo, hi))})
     if mode == "threads":
-        with cf.ThreadPoolExecutor(2) as ex:
-            run_sweep(specs, path, runner=slow_square, executor=ex, progress=False, command="sweeper")
+        run_sweep(specs, path, runner=slow_square, backend="threading", workers=2, progress=False, command="sweeper")
     else:  # the default process pool (spawn)
         run_sweep(specs, path, runner=slow_square, workers=2, progress=False, command="sweeper")
 """
@@ -354,8 +347,8 @@ def test_two_processes_with_different_tmpdirs_never_lose_rows(tmp_path):
     prov = read_provenance(path)
     assert [s["status"] for s in prov["sessions"]] == ["complete"]
     # the refused sweep, run again: its rows join the first's
-    with cf.ThreadPoolExecutor(2) as ex:
-        rep = run_sweep(grid({"a": 1}, {"x": list(range(16))}), path, runner=square, executor=ex, progress=False)
+    rep = run_sweep(grid({"a": 1}, {"x": list(range(16))}), path, runner=square, backend="threading", workers=2,
+                    progress=False)
     assert rep.skipped == 8 and rep.completed == 8
     assert sorted(read_columns(path)["x"]) == list(range(16))
     assert [s["status"] for s in read_provenance(path)["sessions"]] == ["complete", "complete"]
@@ -375,8 +368,7 @@ def test_rows_and_sessions_of_another_writer_are_kept(tmp_path):
             write_json_atomic(provenance_path(path), prov)
         return square(spec)
 
-    with cf.ThreadPoolExecutor(1) as ex:
-        rep = run_sweep(SPECS, path, runner=intruding_square, executor=ex, progress=False, command="test")
+    rep = run_sweep(SPECS, path, runner=intruding_square, backend="threading", progress=False, command="test")
     assert rep.completed == 6
     cols = read_columns(path)
     assert sorted(cols["x"]) == [0, 1, 2, 3, 4, 5, 99] and len(set(cols["run_id"])) == 7
@@ -406,8 +398,9 @@ def test_sigkill_mid_sweep_leaves_no_workers_and_resumes(tmp_path):
     assert session["status"] == "running" and session["pid"] == proc.pid  # what the killed sweep left
     done = len(read_columns(path)["x"])
     assert 1 <= done < 8
-    with cf.ThreadPoolExecutor(2) as ex:  # resume: the rest is run, the killed session marked interrupted
-        rep = run_sweep(grid({"a": 1}, {"x": list(range(8))}), path, runner=square, executor=ex, progress=False)
+    # resume: the rest is run, the killed session marked interrupted
+    rep = run_sweep(grid({"a": 1}, {"x": list(range(8))}), path, runner=square, backend="threading", workers=2,
+                    progress=False)
     assert rep.skipped == done and rep.completed == 8 - done
     cols = read_columns(path)
     assert sorted(cols["x"]) == list(range(8)) and np.array_equal(cols["y"], cols["x"] ** 2)

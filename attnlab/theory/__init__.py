@@ -4,7 +4,8 @@ Modules: :mod:`.quadrature` (Gaussian expectations), :mod:`.symmetry` (folded
 node sets), :mod:`.split_rule` (expectations split at the proximal jumps),
 :mod:`.channel` (loss, proximal operator, Moreau envelope), :mod:`.state_evolution`
 (hat and overlap updates, errors, free entropy), :mod:`.solver` (fixed points on a branch),
-:mod:`.thresholds` (curves, alpha_c, alpha_l, phase diagram), :mod:`.cli`.
+:mod:`.thresholds` (curves, alpha_c, alpha_l, phase diagram); its command-line
+sub-commands are in :mod:`attnlab.cli`.
 """
 from .split_rule import SplitRule
 from .state_evolution import Hats, Overlaps, Quadrature

@@ -5,7 +5,7 @@ equations) and Sec. 4 (the two branches: positional ``theta = 0``, semantic
 ``m = 0``).
 
 Which per-sample proximal minimiser enters the channel update is chosen by
-``minimizer`` (:data:`MINIMIZERS`): ``"followed"`` (default), the local
+``minimizer`` (:data:`~attnlab.params.MINIMIZERS`): ``"followed"`` (default), the local
 minimiser reached by descent from the preactivations of gradient descent's
 initialisation (:mod:`attnlab.theory.followed_rule`, quasi-Monte Carlo), which
 describes the minima gradient descent reaches; or ``"global"``, the global
@@ -52,8 +52,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.optimize
 
-from ..params import (BRANCHES, ModelParams, check_choice, check_in_range, check_int, check_params,
-                      check_tolerance)
+from ..params import (BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS, ModelParams, check_choice, check_in_range,
+                      check_int, check_params, check_tolerance)
 from .state_evolution import (Hats, Overlaps, Quadrature, channel_expectations, free_entropy,
                               gauss_hermite_expectations, generalization_error, hats_from_expectations,
                               update_overlaps)
@@ -66,17 +66,6 @@ __all__ = ["BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER", "FOLLOWED_TOL", "follo
            "initial_overlaps", "check_quadrature", "check_se_params", "ON_BRANCH_MIN", "QUADRATURE_WARN", "ALPHA_LIMIT",
            "SIGMA_LIMIT"]
 
-
-#: Per-sample proximal minimisers: ``"global"`` (the replica computation of the
-#: global minimum of the risk, the paper's Result 4.2) and ``"followed"`` (the local
-#: minimiser reached by descent from the preactivations of gradient descent's
-#: initialisation: ``h*`` for ``Q0 = Q*`` on the semantic branch, those of
-#: ``Q0 = 0.5 * 1_d`` on the positional one; see :mod:`attnlab.theory.followed_rule`).
-MINIMIZERS = ("global", "followed")
-
-#: The default minimiser (both branches): it describes the minimum gradient descent
-#: reaches from the branch's init (book Chapter 5).
-DEFAULT_MINIMIZER = "followed"
 
 #: Smallest residual tolerance used with the followed minimiser and the default
 #: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
@@ -157,7 +146,7 @@ class SEResult:
     quadrature_error : dict or None
         If requested, ``|value(refined rule) - value|`` for ``m, theta, qnorm, eps_g, eps_t``.
     minimizer : str
-        The per-sample proximal minimiser (:data:`MINIMIZERS`).
+        The per-sample proximal minimiser (:data:`~attnlab.params.MINIMIZERS`).
     collapsed : bool
         The branch has collapsed onto the trivial fixed point ``Q = 0``
         (uniform attention: ``q = m = theta = 0``), which attracts the
@@ -327,7 +316,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     minimizer : {"followed", "global"}, optional
         The per-sample proximal minimiser. ``"global"``: the global minimiser,
         as the replica computation of the global minimum of the risk asks
-        (the paper's Result 4.2). ``"followed"`` (default, :data:`DEFAULT_MINIMIZER`):
+        (the paper's Result 4.2). ``"followed"`` (default, :data:`~attnlab.params.DEFAULT_MINIMIZER`):
         the local minimiser reached by descent from the preactivations of gradient
         descent's initialisation (semantic: ``h*``, from ``Q0 = Q*``; positional:
         from ``Q0 = 0.5 * 1_d``), which describes the minimum gradient descent

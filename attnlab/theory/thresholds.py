@@ -206,9 +206,10 @@ class Transition:
     alpha_max: float = float("nan")
 
     def to_dict(self) -> dict:
-        return dict(omega=self.params.omega, sigma=self.params.sigma, lam=self.params.lam,
-                    alpha_c=self.alpha_c, alpha_l=self.alpha_l, eps_g_linear=self.eps_g_linear, xtol=self.xtol,
-                    minimizer=self.minimizer, alpha_min=self.alpha_min, alpha_max=self.alpha_max)
+        """JSON-serialisable summary: the model's record (:meth:`attnlab.params.ModelParams.to_record`), the thresholds."""
+        return dict(**self.params.to_record(), alpha_c=self.alpha_c, alpha_l=self.alpha_l,
+                    eps_g_linear=self.eps_g_linear, xtol=self.xtol, minimizer=self.minimizer,
+                    alpha_min=self.alpha_min, alpha_max=self.alpha_max)
 
 
 def _bracketed_root(fun, grid, xtol, stop=None):
@@ -389,15 +390,6 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
                       minimizer=minimizer, alpha_min=float(grid[0]), alpha_max=float(alpha_max))
 
 
-def _share_cores(workers: int) -> None:
-    """Worker initializer: this process's share of the cores for the compiled proximal kernels."""
-    import os
-
-    import numba
-
-    numba.set_num_threads(max(1, min(numba.config.NUMBA_NUM_THREADS, (os.cpu_count() or 1) // workers)))
-
-
 def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bool = False,
                   **kwargs) -> list[Transition]:
     """``find_transition`` for each ``omega`` (other parameters from ``params``).
@@ -439,15 +431,14 @@ def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bo
 
 
 def _solve_cases(solve, cases, workers, progress):
-    """``solve`` of each case, in this process (``workers == 1``) or a spawned pool."""
-    import concurrent.futures
-    import multiprocessing
+    """``solve`` of each case, on :func:`attnlab.parallel.parallel_imap` (in this process when
+    ``workers == 1``), each worker with its share of the cores for the compiled proximal kernels."""
+    import os
 
     from tqdm.auto import tqdm
 
-    bar = dict(total=len(cases), desc="phase diagram", disable=not progress, leave=False)
-    if workers == 1:
-        return [solve(c) for c in tqdm(cases, **bar)]
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=_share_cores, initargs=(workers,)) as pool:
-        return list(tqdm(pool.map(solve, cases), **bar))
+    from ..parallel import parallel_imap
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    return list(tqdm(parallel_imap(solve, cases, workers=workers, threads=threads), total=len(cases),
+                     desc="phase diagram", disable=not progress, leave=False))
