@@ -235,7 +235,7 @@ def test_widget_panel_has_static_html_and_png_figure():
 
 # --------------------------------------------------------------------------- stale outputs
 
-def test_cache_guard_reexecutes_when_library_changes(tmp_path):
+def test_cache_guard_reexecutes_when_library_or_cached_results_change(tmp_path):
     import importlib.util
     from types import SimpleNamespace
 
@@ -258,3 +258,18 @@ def test_cache_guard_reexecutes_when_library_changes(tmp_path):
     (tmp_path / "attnlab" / "core.py").write_text("x = 2\n")
     assert guard._outdated(app, env, set(), set(), set()) == ["book/01_a"]  # library edited
     assert not cache.exists()
+    # the provenance of a cached table: printed by chapters (dates, sweep_complete), so a
+    # change of the JSON alone must re-execute them too (results/ and book/_data/)
+    for folder, name in (("results", "phase-diagram"), ("book/_data", "se_curves")):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / f"{name}.csv").write_text("alpha,m\n1.0,0.2\n")
+        cache.mkdir(exist_ok=True)
+        guard._outdated(app, env, set(), set(), set())                       # table added
+        for complete in ("false", "true"):
+            (tmp_path / folder / f"{name}.json").write_text(f'{{"sweep_complete": {complete}}}\n')
+            cache.mkdir(exist_ok=True)
+            assert guard._outdated(app, env, set(), set(), set()) == ["book/01_a"], (folder, complete)
+            assert not cache.exists()
+        cache.mkdir()
+        assert guard._outdated(app, env, set(), set(), set()) == []          # JSON unchanged
+        assert cache.exists()
