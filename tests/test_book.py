@@ -273,3 +273,30 @@ def test_cache_guard_reexecutes_when_library_or_cached_results_change(tmp_path):
         cache.mkdir()
         assert guard._outdated(app, env, set(), set(), set()) == []          # JSON unchanged
         assert cache.exists()
+
+
+# --------------------------------------------------------------------------- Binder
+
+def test_binder_environment_matches_pyproject_and_installs_the_project_in_postbuild():
+    """environment.yml holds the dependencies (a layer Binder caches), postBuild the project."""
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + sum((project["optional-dependencies"][k] for k in ("book", "test")), [])
+    wanted = {canonicalize_name(r.name): r for r in map(Requirement, wanted)}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert not [p for p in pip if p.startswith(("-e", "."))], "the project belongs in postBuild, not environment.yml"
+    listed = {canonicalize_name(r.name): r for r in (Requirement(p) for p in pip if not p.startswith("-"))}
+    assert set(listed) == set(wanted), (sorted(set(wanted) - set(listed)), sorted(set(listed) - set(wanted)))
+    for name, req in wanted.items():
+        got = listed[name].specifier
+        if str(got).startswith("=="):  # a pin (torch, the CPU build) must satisfy pyproject's bounds
+            assert req.specifier.contains(str(got)[2:]), (name, str(got), str(req.specifier))
+        else:
+            assert got == req.specifier, (name, str(got), str(req.specifier))
+    post = ROOT / "postBuild"
+    assert post.stat().st_mode & 0o111, "postBuild must be executable"
+    assert re.search(r"^python -m pip install --no-deps -e \.$", post.read_text(), re.M)
