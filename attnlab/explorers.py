@@ -21,6 +21,9 @@ plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
 """
 from __future__ import annotations
 
+import hashlib
+import re
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -495,7 +498,23 @@ def embed(layout, title: str = "explorer") -> _Embedded:
     note = ('<p class="attnlab-explorer-note">This explorer is drawn by BokehJS, which the book\'s HTML pages load. '
             'In a notebook, run <code>bokeh.io.output_notebook()</code> and <code>bokeh.io.show(fig)</code> '
             'on the figure instead, or use the live explorer further down.</p>')
-    return _Embedded(f'<div class="attnlab-explorer">{note}{div}{script}</div>', title)
+    return _Embedded(_stable_ids(f'<div class="attnlab-explorer">{note}{div}{script}</div>', title), title)
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _stable_ids(html: str, title: str) -> str:
+    """Replace the random UUIDs Bokeh gives the embedded document and its element.
+
+    Derived instead from the title and the rest of the HTML (whose model ids count up
+    within the process), so that a chapter executed twice gives the same output.
+    """
+    digest = hashlib.sha256(_UUID.sub("", html).encode()).hexdigest()
+    found = list(dict.fromkeys(_UUID.findall(html)))
+    stable = {u: str(uuid.uuid5(uuid.NAMESPACE_URL, f"attnlab-explorer/{title}/{k}/{digest}"))
+              for k, u in enumerate(found)}
+    return _UUID.sub(lambda m: stable[m.group(0)], html)
 
 
 def gd_gap_map(runs: dict) -> dict:
