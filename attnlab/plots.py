@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
+__all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
            "INIT_KINDS", "plot_simulation_runs", "plot_se_table", "plot_arbiter"]
@@ -31,17 +31,22 @@ def new_axes(ax=None, figsize=(5.0, 3.6)):
     return ax
 
 
-def plot_phase_diagram(rows, ax=None, path=None):
+def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     """Plot ``alpha_c(omega)`` and ``alpha_l(omega)``.
 
     Parameters
     ----------
     rows : list of dict
         Each with keys ``omega``, ``alpha_c``, ``alpha_l`` (e.g.
-        ``[t.to_dict() for t in phase_diagram(...)]``).
+        ``[t.to_dict() for t in phase_diagram(...)]``); ``nan`` where a threshold
+        was not found in the search interval.
     ax : matplotlib Axes, optional
     path : str, optional
         If given, save the figure there.
+    alpha_max : float, optional
+        Upper end of the thresholds' search: where ``alpha_c`` was found but
+        ``alpha_l`` was not, a marker at ``alpha_max`` says that ``alpha_l`` lies
+        beyond it (instead of the line just stopping).
 
     Returns
     -------
@@ -51,17 +56,61 @@ def plot_phase_diagram(rows, ax=None, path=None):
     omega = np.array([r["omega"] for r in rows])
     ac = np.array([r["alpha_c"] for r in rows])
     al = np.array([r["alpha_l"] for r in rows])
+    right = np.nanmax(np.r_[ac, al, alpha_max if alpha_max is not None else np.nan]) * 1.2
     ax.fill_betweenx(omega, 0, ac, color=COLORS["positional"], alpha=0.15, label="positional minimum lower")
-    ax.fill_betweenx(omega, ac, np.nanmax(np.r_[ac, al]) * 1.2, color=COLORS["semantic"], alpha=0.12,
-                     label="semantic minimum lower")
+    ax.fill_betweenx(omega, ac, right, color=COLORS["semantic"], alpha=0.12, label="semantic minimum lower")
     ax.plot(ac, omega, "-o", color=COLORS["alpha_c"], label=r"$\alpha_c$ (training losses cross)")
     ax.plot(al, omega, "--s", color=COLORS["alpha_l"], label=r"$\alpha_l$ (beats linear baseline)")
+    beyond = np.isfinite(ac) & ~np.isfinite(al)
+    if alpha_max is not None and beyond.any():
+        ax.plot(np.full(beyond.sum(), alpha_max), omega[beyond], ">", color=COLORS["alpha_l"], ms=8, clip_on=False,
+                label=rf"$\alpha_l > {alpha_max:g}$ (beyond the search)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
     if path:
         ax.figure.savefig(path, dpi=150)
     return ax
+
+
+def plot_gd_gap_map(gap_map, ax=None, span=None):
+    """The map of gradient descent under a phase diagram: which start reaches the lower loss.
+
+    Parameters
+    ----------
+    gap_map : dict
+        Arrays ``omega``, ``alpha``, ``gap`` of equal length (e.g.
+        :func:`attnlab.explorers.gd_gap_map`): ``gap`` is the training loss
+        reached from the informed start minus the one from the random start,
+        averaged over seeds, on a grid of ``(alpha, omega)``.
+    ax : matplotlib Axes, optional
+    span : float, optional
+        Colour scale ``[-span, span]`` (default: the largest ``|gap|``); symmetric
+        logarithmic, linear within ``span / 100`` of zero, so that the small gaps
+        near the transition show their sign.
+
+    Returns
+    -------
+    mesh : matplotlib QuadMesh
+        For a colour bar. Red: the informed (semantic) start's minimum is lower;
+        blue: the random (positional) start's.
+    """
+    ax = new_axes(ax)
+    omega, alpha, gap = (np.asarray(gap_map[k], dtype=float) for k in ("omega", "alpha", "gap"))
+    ws, as_ = np.unique(omega), np.unique(alpha)
+    Z = np.full((ws.size, as_.size), np.nan)
+    Z[np.searchsorted(ws, omega), np.searchsorted(as_, alpha)] = gap
+
+    def edges(c):
+        mid = (c[1:] + c[:-1]) / 2 if c.size > 1 else np.array([])
+        step = np.diff(c).min() if c.size > 1 else 1.0
+        return np.r_[c[0] - step / 2, mid, c[-1] + step / 2]
+
+    from matplotlib.colors import SymLogNorm
+
+    span = span or float(np.nanmax(np.abs(gap)))
+    norm = SymLogNorm(linthresh=span / 100, vmin=-span, vmax=span, base=10)
+    return ax.pcolormesh(edges(as_), edges(ws), Z, cmap="RdBu", norm=norm, shading="flat")
 
 
 # ----------------------------------------------------------------------------- book figures
