@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .explorer_grid import ExplorerGrid
+from .explorer_grid import ALPHA_MAX, ExplorerGrid
 from .params import BRANCHES, ModelParams
 from .plots import COLORS
 
@@ -84,8 +84,9 @@ def _figure(ylabel, x_range=None, height=230, title=None):
     from bokeh.plotting import figure
 
     kw = dict(x_range=x_range) if x_range is not None else {}
+    # the toolbar above the plot, not beside it: at phone width the plot keeps the column's width
     fig = figure(height=height, sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
-                 toolbar_location="right", title=title, **kw)
+                 toolbar_location="above", title=title, **kw)
     from bokeh.models import BasicTickFormatter
 
     fig.xaxis.axis_label = "α = n/d"
@@ -301,7 +302,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     table = {"alpha_c": grid.alpha_c, "alpha_l": grid.alpha_l}
     src = ColumnDataSource(dict(omega=grid.omegas_dense, alpha_c=np.zeros(n_o), alpha_l=np.zeros(n_o)), name="thresholds")
     fig = figure(height=330, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
-                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="right")
+                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above")
     fig.toolbar.logo = None
     fig.xaxis.axis_label, fig.yaxis.axis_label = "α = n/d", "ω (positional weight)"
     items = []
@@ -315,8 +316,10 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
                          line_color=None, fill_alpha="shown")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[("α", "@alpha"), ("ω", "@omega"),
                                                             ("GD gap ε_t(informed) − ε_t(random)", "@gap{0.00000}")]))
-        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap", width=8,
-                                formatter=BasicTickFormatter(use_scientific=False)), "right")
+        # under the plot, horizontal: beside it the colour bar would take a third of a phone's width
+        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap ε_t(informed) − ε_t(random)", height=8,
+                                orientation="horizontal", formatter=BasicTickFormatter(use_scientific=False),
+                                major_label_text_font_size="10px"), "below")
         items.append((f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})", [cells]))
     lc = fig.line("alpha_c", "omega", source=src, color=COLORS["alpha_c"], line_width=2.5)
     fig.scatter("alpha_c", "omega", source=src, color=COLORS["alpha_c"], size=5)
@@ -329,6 +332,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     args = dict(src=src, alpha_c=[float(x) for x in table["alpha_c"].ravel()],
                 alpha_l=[float(x) for x in table["alpha_l"].ravel()], shape=list(grid.alpha_c.shape),
                 readout=readout, gd=gd_src, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
+                alpha_max=float(ALPHA_MAX),
                 sigmas=[float(s) for s in grid.sigmas], lams=[float(x) for x in grid.lams], **sliders)
     code = """
 const j = Math.round(sigma.value), k = Math.round(lam.value), n = shape[0];
@@ -336,6 +340,13 @@ const ac = new Array(n), al = new Array(n);
 for (let i = 0; i < n; i++) { const t = (i * shape[1] + j) * shape[2] + k; ac[i] = alpha_c[t]; al[i] = alpha_l[t]; }
 src.data = {omega: src.data.omega, alpha_c: ac, alpha_l: al};
 let note = "σ = " + sigmas[j] + ", λ = " + lams[k] + ".";
+// where the line of alpha_l (or alpha_c) stops, say why instead of leaving a silent end
+const om = src.data.omega;
+const beyond = (a) => om.filter((w, i) => !Number.isFinite(a[i]));
+const far_l = om.filter((w, i) => Number.isFinite(ac[i]) && !Number.isFinite(al[i]));
+const far_c = beyond(ac);
+if (far_l.length) note += " α_l lies beyond α = " + alpha_max + " (the grid's range) at ω = " + far_l.join(", ") + ".";
+if (far_c.length) note += " No crossing α_c ≤ " + alpha_max + " at ω = " + far_c.join(", ") + ".";
 if (gd !== null) {
   const on = Math.abs(sigmas[j] - gd_at[0]) < 1e-9 && Math.abs(lams[k] - gd_at[1]) < 1e-9;
   gd.data = Object.assign({}, gd.data, {shown: gd.data.shown.map(() => on ? 1 : 0)});

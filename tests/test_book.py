@@ -300,3 +300,20 @@ def test_binder_environment_matches_pyproject_and_installs_the_project_in_postbu
     post = ROOT / "postBuild"
     assert post.stat().st_mode & 0o111, "postBuild must be executable"
     assert re.search(r"^python -m pip install --no-deps -e \.$", post.read_text(), re.M)
+
+
+# --------------------------------------------------------------------------- Thebe
+
+def test_thebe_leaves_the_explorer_cells_alone():
+    """Thebe 0.8's widget manager is ipywidgets 7; the kernel's is 8: explorer cells are
+    tagged `no-thebe`, and the Thebe selector skips them (the text says to use Binder/Colab)."""
+    selector = CONFIG["sphinx"]["config"]["thebe_config"]["selector"]
+    assert ".cell:not(.tag_no-thebe)" in selector.split(","), selector
+    tagged = 0
+    for path in NOTEBOOKS:
+        for kind, source, tags in _cells(path):
+            if kind == "code" and re.search(r"\b(book_explorer|teacher_explorer|se_explorer)\(", source) \
+                    and not source.lstrip().startswith(("from ", "import ")):
+                assert "no-thebe" in tags, f"{path.name}: explorer cell without the no-thebe tag: {source[:60]!r}"
+                tagged += 1
+    assert tagged >= 5
