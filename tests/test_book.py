@@ -233,6 +233,27 @@ def test_widget_panel_has_static_html_and_png_figure():
     assert live.values()["omega"] == 1.0
 
 
+def test_live_explorer_switches_on_colabs_widget_manager(monkeypatch):
+    """On Colab, ipywidgets 8 needs its custom widget manager: show() turns it on first."""
+    pytest.importorskip("ipywidgets")
+    import sys
+    import types
+
+    from attnlab.widgets import teacher_explorer
+
+    calls = []
+    colab = types.ModuleType("google.colab")
+    colab.output = types.SimpleNamespace(enable_custom_widget_manager=lambda: calls.append("enabled"))
+    google = types.ModuleType("google")
+    google.colab = colab
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(calls[:]))
+    teacher_explorer(show=False).show()
+    assert calls == ["enabled"] and shown and shown[0] == ["enabled"]  # before anything is displayed
+
+
 # --------------------------------------------------------------------------- stale outputs
 
 def test_cache_guard_reexecutes_when_library_or_cached_results_change(tmp_path):
