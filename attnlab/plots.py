@@ -83,7 +83,7 @@ def plot_gd_gap_map(gap_map, ax=None, span=None):
     ----------
     gap_map : dict
         Arrays ``omega``, ``alpha``, ``gap`` of equal length (e.g.
-        :func:`attnlab.explorers.gd_gap_map`): ``gap`` is the training loss
+        ``attnlab.explorers.gd_gap_map``): ``gap`` is the training loss
         reached from the informed start minus the one from the random start,
         averaged over seeds, on a grid of ``(alpha, omega)``.
     ax : matplotlib Axes, optional
