@@ -301,7 +301,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     n_o = len(grid.omegas_dense)
     table = {"alpha_c": grid.alpha_c, "alpha_l": grid.alpha_l}
     src = ColumnDataSource(dict(omega=grid.omegas_dense, alpha_c=np.zeros(n_o), alpha_l=np.zeros(n_o)), name="thresholds")
-    fig = figure(height=330, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
+    fig = figure(height=420, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
                  tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above")
     fig.toolbar.logo = None
     fig.xaxis.axis_label, fig.yaxis.axis_label = "α = n/d", "ω (positional weight)"
@@ -309,7 +309,9 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     gd_src = None
     if gd_map is not None:
         gd = {k: np.asarray(gd_map[k], float) for k in ("omega", "alpha", "gap")}
-        span = float(np.nanmax(np.abs(gd["gap"]))) or 1.0
+        # the scale saturates at a fifth of the largest gap: near the transition the gaps are
+        # small, and their sign, the point of the map, must show (hover for the value)
+        span = 0.2 * float(np.nanmax(np.abs(gd["gap"]))) or 1.0
         mapper = LinearColorMapper(palette=_diverging(), low=-span, high=span)
         gd_src = ColumnDataSource(dict(gd, shown=np.ones(len(gd["gap"]))), name="gd_map")
         cells = fig.rect("alpha", "omega", width=0.25, height=0.1, source=gd_src, fill_color={"field": "gap", "transform": mapper},
@@ -317,7 +319,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[("α", "@alpha"), ("ω", "@omega"),
                                                             ("GD gap ε_t(informed) − ε_t(random)", "@gap{0.00000}")]))
         # under the plot, horizontal: beside it the colour bar would take a third of a phone's width
-        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap ε_t(informed) − ε_t(random)", height=8,
+        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap ε_t(informed) − ε_t(random), saturated", height=8,
                                 orientation="horizontal", formatter=BasicTickFormatter(use_scientific=False),
                                 major_label_text_font_size="10px"), "below")
         items.append((f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})", [cells]))
