@@ -21,11 +21,14 @@ plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
 """
 from __future__ import annotations
 
+import hashlib
+import re
+import uuid
 from pathlib import Path
 
 import numpy as np
 
-from .explorer_grid import ExplorerGrid
+from .explorer_grid import ALPHA_MAX, ExplorerGrid
 from .params import BRANCHES, ModelParams
 from .plots import COLORS
 
@@ -81,8 +84,9 @@ def _figure(ylabel, x_range=None, height=230, title=None):
     from bokeh.plotting import figure
 
     kw = dict(x_range=x_range) if x_range is not None else {}
+    # the toolbar above the plot, not beside it: at phone width the plot keeps the column's width
     fig = figure(height=height, sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
-                 toolbar_location="right", title=title, **kw)
+                 toolbar_location="above", title=title, **kw)
     from bokeh.models import BasicTickFormatter
 
     fig.xaxis.axis_label = "α = n/d"
@@ -297,23 +301,27 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     n_o = len(grid.omegas_dense)
     table = {"alpha_c": grid.alpha_c, "alpha_l": grid.alpha_l}
     src = ColumnDataSource(dict(omega=grid.omegas_dense, alpha_c=np.zeros(n_o), alpha_l=np.zeros(n_o)), name="thresholds")
-    fig = figure(height=330, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
-                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="right")
+    fig = figure(height=420, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
+                 tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above")
     fig.toolbar.logo = None
     fig.xaxis.axis_label, fig.yaxis.axis_label = "α = n/d", "ω (positional weight)"
     items = []
     gd_src = None
     if gd_map is not None:
         gd = {k: np.asarray(gd_map[k], float) for k in ("omega", "alpha", "gap")}
-        span = float(np.nanmax(np.abs(gd["gap"]))) or 1.0
+        # the scale saturates at a fifth of the largest gap: near the transition the gaps are
+        # small, and their sign, the point of the map, must show (hover for the value)
+        span = 0.2 * float(np.nanmax(np.abs(gd["gap"]))) or 1.0
         mapper = LinearColorMapper(palette=_diverging(), low=-span, high=span)
         gd_src = ColumnDataSource(dict(gd, shown=np.ones(len(gd["gap"]))), name="gd_map")
         cells = fig.rect("alpha", "omega", width=0.25, height=0.1, source=gd_src, fill_color={"field": "gap", "transform": mapper},
                          line_color=None, fill_alpha="shown")
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[("α", "@alpha"), ("ω", "@omega"),
                                                             ("GD gap ε_t(informed) − ε_t(random)", "@gap{0.00000}")]))
-        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap", width=8,
-                                formatter=BasicTickFormatter(use_scientific=False)), "right")
+        # under the plot, horizontal: beside it the colour bar would take a third of a phone's width
+        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap ε_t(informed) − ε_t(random), saturated", height=8,
+                                orientation="horizontal", formatter=BasicTickFormatter(use_scientific=False),
+                                major_label_text_font_size="10px"), "below")
         items.append((f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})", [cells]))
     lc = fig.line("alpha_c", "omega", source=src, color=COLORS["alpha_c"], line_width=2.5)
     fig.scatter("alpha_c", "omega", source=src, color=COLORS["alpha_c"], size=5)
@@ -326,6 +334,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     args = dict(src=src, alpha_c=[float(x) for x in table["alpha_c"].ravel()],
                 alpha_l=[float(x) for x in table["alpha_l"].ravel()], shape=list(grid.alpha_c.shape),
                 readout=readout, gd=gd_src, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
+                alpha_max=float(ALPHA_MAX),
                 sigmas=[float(s) for s in grid.sigmas], lams=[float(x) for x in grid.lams], **sliders)
     code = """
 const j = Math.round(sigma.value), k = Math.round(lam.value), n = shape[0];
@@ -333,6 +342,13 @@ const ac = new Array(n), al = new Array(n);
 for (let i = 0; i < n; i++) { const t = (i * shape[1] + j) * shape[2] + k; ac[i] = alpha_c[t]; al[i] = alpha_l[t]; }
 src.data = {omega: src.data.omega, alpha_c: ac, alpha_l: al};
 let note = "σ = " + sigmas[j] + ", λ = " + lams[k] + ".";
+// where the line of alpha_l (or alpha_c) stops, say why instead of leaving a silent end
+const om = src.data.omega;
+const beyond = (a) => om.filter((w, i) => !Number.isFinite(a[i]));
+const far_l = om.filter((w, i) => Number.isFinite(ac[i]) && !Number.isFinite(al[i]));
+const far_c = beyond(ac);
+if (far_l.length) note += " α_l lies beyond α = " + alpha_max + " (the grid's range) at ω = " + far_l.join(", ") + ".";
+if (far_c.length) note += " No crossing α_c ≤ " + alpha_max + " at ω = " + far_c.join(", ") + ".";
 if (gd !== null) {
   const on = Math.abs(sigmas[j] - gd_at[0]) < 1e-9 && Math.abs(lams[k] - gd_at[1]) < 1e-9;
   gd.data = Object.assign({}, gd.data, {shown: gd.data.shown.map(() => on ? 1 : 0)});
@@ -495,7 +511,23 @@ def embed(layout, title: str = "explorer") -> _Embedded:
     note = ('<p class="attnlab-explorer-note">This explorer is drawn by BokehJS, which the book\'s HTML pages load. '
             'In a notebook, run <code>bokeh.io.output_notebook()</code> and <code>bokeh.io.show(fig)</code> '
             'on the figure instead, or use the live explorer further down.</p>')
-    return _Embedded(f'<div class="attnlab-explorer">{note}{div}{script}</div>', title)
+    return _Embedded(_stable_ids(f'<div class="attnlab-explorer">{note}{div}{script}</div>', title), title)
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _stable_ids(html: str, title: str) -> str:
+    """Replace the random UUIDs Bokeh gives the embedded document and its element.
+
+    Derived instead from the title and the rest of the HTML (whose model ids count up
+    within the process), so that a chapter executed twice gives the same output.
+    """
+    digest = hashlib.sha256(_UUID.sub("", html).encode()).hexdigest()
+    found = list(dict.fromkeys(_UUID.findall(html)))
+    stable = {u: str(uuid.uuid5(uuid.NAMESPACE_URL, f"attnlab-explorer/{title}/{k}/{digest}"))
+              for k, u in enumerate(found)}
+    return _UUID.sub(lambda m: stable[m.group(0)], html)
 
 
 def gd_gap_map(runs: dict) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
-__all__ = ["COLORS", "plot_phase_diagram", "new_axes", "CMAPS", "plot_attention_matrix",
+__all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
            "INIT_KINDS", "INIT_LABELS", "plot_simulation_runs", "plot_se_table", "plot_arbiter", "SWEEP_PANELS",
@@ -23,6 +23,9 @@ COLORS = {
     "linear": "#7f7f7f",      # grey
     "alpha_c": "#000000",
     "alpha_l": "#2ca02c",
+    # neither positional nor semantic: the two tokens of a sample (e.g. h_1 and h_2)
+    "token_1": "#9467bd",     # purple
+    "token_2": "#8c564b",     # brown
 }
 
 
@@ -34,17 +37,22 @@ def new_axes(ax=None, figsize=(5.0, 3.6)):
     return ax
 
 
-def plot_phase_diagram(rows, ax=None, path=None):
+def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     """Plot ``alpha_c(omega)`` and ``alpha_l(omega)``.
 
     Parameters
     ----------
     rows : list of dict
         Each with keys ``omega``, ``alpha_c``, ``alpha_l`` (e.g.
-        ``[t.to_dict() for t in phase_diagram(...)]``).
+        ``[t.to_dict() for t in phase_diagram(...)]``); ``nan`` where a threshold
+        was not found in the search interval.
     ax : matplotlib Axes, optional
     path : str, optional
         If given, save the figure there.
+    alpha_max : float, optional
+        Upper end of the thresholds' search: where ``alpha_c`` was found but
+        ``alpha_l`` was not, a marker at ``alpha_max`` says that ``alpha_l`` lies
+        beyond it (instead of the line just stopping).
 
     Returns
     -------
@@ -54,16 +62,60 @@ def plot_phase_diagram(rows, ax=None, path=None):
     omega = np.array([r["omega"] for r in rows])
     ac = np.array([r["alpha_c"] for r in rows])
     al = np.array([r["alpha_l"] for r in rows])
+    right = np.nanmax(np.r_[ac, al, alpha_max if alpha_max is not None else np.nan]) * 1.2
     ax.fill_betweenx(omega, 0, ac, color=COLORS["positional"], alpha=0.15, label="positional minimum lower")
-    ax.fill_betweenx(omega, ac, np.nanmax(np.r_[ac, al]) * 1.2, color=COLORS["semantic"], alpha=0.12,
-                     label="semantic minimum lower")
+    ax.fill_betweenx(omega, ac, right, color=COLORS["semantic"], alpha=0.12, label="semantic minimum lower")
     _threshold_lines(ax, omega, ac, al)
+    beyond = np.isfinite(ac) & ~np.isfinite(al)
+    if alpha_max is not None and beyond.any():
+        ax.plot(np.full(beyond.sum(), alpha_max), omega[beyond], ">", color=COLORS["alpha_l"], ms=8, clip_on=False,
+                label=rf"$\alpha_l > {alpha_max:g}$ (beyond the search)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
     if path:
         ax.figure.savefig(path, dpi=150)
     return ax
+
+
+def plot_gd_gap_map(gap_map, ax=None, span=None):
+    """The map of gradient descent under a phase diagram: which start reaches the lower loss.
+
+    Parameters
+    ----------
+    gap_map : dict
+        Arrays ``omega``, ``alpha``, ``gap`` of equal length (e.g.
+        ``attnlab.explorers.gd_gap_map``): ``gap`` is the training loss
+        reached from the informed start minus the one from the random start,
+        averaged over seeds, on a grid of ``(alpha, omega)``.
+    ax : matplotlib Axes, optional
+    span : float, optional
+        Colour scale ``[-span, span]`` (default: the largest ``|gap|``); symmetric
+        logarithmic, linear within ``span / 100`` of zero, so that the small gaps
+        near the transition show their sign.
+
+    Returns
+    -------
+    mesh : matplotlib QuadMesh
+        For a colour bar. Red: the informed (semantic) start's minimum is lower;
+        blue: the random (positional) start's.
+    """
+    ax = new_axes(ax)
+    omega, alpha, gap = (np.asarray(gap_map[k], dtype=float) for k in ("omega", "alpha", "gap"))
+    ws, as_ = np.unique(omega), np.unique(alpha)
+    Z = np.full((ws.size, as_.size), np.nan)
+    Z[np.searchsorted(ws, omega), np.searchsorted(as_, alpha)] = gap
+
+    def edges(c):
+        mid = (c[1:] + c[:-1]) / 2 if c.size > 1 else np.array([])
+        step = np.diff(c).min() if c.size > 1 else 1.0
+        return np.r_[c[0] - step / 2, mid, c[-1] + step / 2]
+
+    from matplotlib.colors import SymLogNorm
+
+    span = span or float(np.nanmax(np.abs(gap)))
+    norm = SymLogNorm(linthresh=span / 100, vmin=-span, vmax=span, base=10)
+    return ax.pcolormesh(edges(as_), edges(ws), Z, cmap="RdBu", norm=norm, shading="flat")
 
 
 # ----------------------------------------------------------------------------- book figures
@@ -75,7 +127,7 @@ CMAPS = {"positional": "Blues", "semantic": "Reds", "linear": "Greys", None: "Gr
 _BRANCH_LABELS = {"positional": "positional", "semantic": "semantic", "linear": "linear baseline"}
 
 
-def plot_attention_matrix(M, ax=None, kind=None, title=None, labels=None, annotate=True, vmax=1.0):
+def plot_attention_matrix(M, ax=None, kind=None, title=None, labels=None, annotate=True, vmax=1.0, cmap=None):
     """Heat map of one ``L x L`` attention matrix, rows = queries, columns = keys.
 
     Parameters
@@ -84,14 +136,18 @@ def plot_attention_matrix(M, ax=None, kind=None, title=None, labels=None, annota
         Row-stochastic attention matrix (e.g. :func:`attnlab.softmax_attention` output).
     ax : matplotlib Axes, optional
     kind : {"positional", "semantic", "linear", None}
-        Picks the colour map of :data:`CMAPS`.
+        Picks the colour map of :data:`CMAPS` and the title's colour (:data:`COLORS`).
     title : str, optional
     labels : list of str, optional
         Tick labels of the tokens (default ``1..L``).
     annotate : bool
         Write each entry in its cell (two decimals).
     vmax : float
-        Upper end of the colour scale.
+        Upper end of the colour scale (the lower end is 0).
+    cmap : str, optional
+        Colour map instead of the one of ``kind`` (e.g. one map for panels that
+        are compared with each other; the image, ``ax.images[0]``, can then take
+        a common colour bar).
 
     Returns
     -------
@@ -99,7 +155,7 @@ def plot_attention_matrix(M, ax=None, kind=None, title=None, labels=None, annota
     """
     M = np.asarray(M, dtype=float)
     ax = new_axes(ax, figsize=(2.8, 2.6))
-    ax.imshow(M, cmap=CMAPS.get(kind, "Greys"), vmin=0.0, vmax=vmax)
+    ax.imshow(M, cmap=cmap or CMAPS.get(kind, "Greys"), vmin=0.0, vmax=vmax)
     L = M.shape[0]
     labels = [str(i + 1) for i in range(L)] if labels is None else list(labels)
     ax.set_xticks(range(L), labels)
@@ -112,7 +168,7 @@ def plot_attention_matrix(M, ax=None, kind=None, title=None, labels=None, annota
                 ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if M[i, j] > 0.6 * vmax else "black")
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=10, color=COLORS.get(kind, "black"))
     return ax
 
 
@@ -210,9 +266,12 @@ def plot_training_curves(histories, ax=None, ylabel=r"training loss $\varepsilon
     ax : matplotlib Axes
     """
     ax = new_axes(ax)
+    used = {}  # runs of the same kind share its colour and differ by line style
     for label, (kind, h) in histories.items():
         h = np.asarray(h, dtype=float)
-        ax.plot(np.arange(1, h.size + 1), h, color=COLORS.get(kind, "k"), label=label)
+        style = ("-", "--", ":", "-.")[used.get(kind, 0) % 4]
+        used[kind] = used.get(kind, 0) + 1
+        ax.plot(np.arange(1, h.size + 1), h, style, color=COLORS.get(kind, "k"), label=label)
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel("step")
@@ -248,8 +307,9 @@ def plot_branch_bars(values, ax=None, ylabel=None, title=None, highlight=None):
     ax.set_xticks(range(len(keys)), [_BRANCH_LABELS[k] for k in keys], fontsize=8)
     for b, v in zip(bars, vals):
         ax.annotate(f"{v:.3g}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
-    lo, hi = min(vals), max(vals)
-    ax.set_ylim(max(0.0, lo - 0.6 * (hi - lo + 1e-12)), hi + 0.25 * (hi - lo + 1e-12))
+    # bars start at zero: their heights compare as the values do (a log scale set afterwards
+    # by the caller is honest too, and overrides this)
+    ax.set_ylim(0.0, 1.15 * max(vals))
     if ylabel:
         ax.set_ylabel(ylabel)
     if title:
@@ -284,7 +344,7 @@ def plot_gaussian_check(samples, mean, var, ax=None, kind=None, label=None, bins
     return ax
 
 
-def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=None):
+def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=None, vmax=None, cmap=None):
     """Attention map of one sequence of the counting task, tokens as tick labels.
 
     Parameters
@@ -298,6 +358,11 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
     title : str, optional
     alphabet : str, optional
         Characters for the symbols (default ``"ABC..."``).
+    vmax : float, optional
+        Upper end of the colour scale (default: the largest entry; pass a common
+        value to compare several maps).
+    cmap : str, optional
+        Colour map instead of the one of ``kind``.
 
     Returns
     -------
@@ -307,7 +372,7 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
     labels = [alphabet[int(t) % len(alphabet)] for t in np.asarray(tokens)]
     attn = np.asarray(attn, dtype=float)
     return plot_attention_matrix(attn, ax=ax, kind=kind, title=title, labels=labels, annotate=False,
-                                 vmax=float(attn.max()))
+                                 vmax=float(attn.max()) if vmax is None else vmax, cmap=cmap)
 
 
 #: Colour key of each initialisation: the minimum that gradient descent reaches from it.
@@ -463,7 +528,7 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
 
     if ncols not in (2, 3):
         raise ValueError(f"ncols must be 2 or 3, got {ncols!r}")
-    fig, grid = plt.subplots(6 // ncols, ncols, figsize=(4.5 * ncols, 3.8 * 6 // ncols), constrained_layout=True)
+    fig, grid = plt.subplots(6 // ncols, ncols, figsize=(4.5 * ncols, 3.8 * 6 // ncols + 0.8), layout="constrained")
     axes = grid.ravel()
     labels = dict(theta=r"semantic overlap $\theta = Q^*\!\cdot Q/d$", m=r"positional overlap $|m|$",
                   eps_t=r"training loss $\varepsilon_t = R/d$", eps_g=r"test error $\varepsilon_g$",
@@ -490,9 +555,10 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
         ax.set_xlabel(r"sample complexity $\alpha = n/d$")
         ax.set_ylabel(labels[y])
         ax.set_title(rf"$\omega = {w:g}$", fontsize=10)
-    for ax, size in ((axes[0], 7.5), (axes[4], 7)):
-        if ax.get_legend_handles_labels()[0]:  # (a panel without data has nothing to list)
-            ax.legend(fontsize=size, loc="upper left")
+    # one legend for the curve panels (the same entries), under the figure: not over the data
+    handles, names = axes[0].get_legend_handles_labels()
+    if handles:  # (a panel without data has nothing to list)
+        fig.legend(handles, names, fontsize=8, loc="outside lower center", ncol=2)
     ax = axes[5]
     omegas = sorted(set(runs["omega"].tolist()))
     cross = [crossing(runs, w) for w in omegas]

@@ -314,8 +314,13 @@ def se_explorer_figure(state: SEExplorerState, params: ModelParams, alpha: float
                 fontsize=8, color="#b00", wrap=True, va="center")
         return fig
     glob = min(ok, key=lambda b: ok[b].eps_t)
+    # the bars start at zero; near alpha_c the two losses differ by a per cent or less, so the
+    # title says by how much
+    title = "which minimum is lower?"
+    if len(ok) == 2:
+        title += f" semantic {100 * (ok['semantic'].eps_t / ok['positional'].eps_t - 1):+.1f}%"
     plot_branch_bars({b: r.eps_t for b, r in ok.items()}, ax=a1, highlight=glob,
-                     ylabel=r"training loss $\varepsilon_t$", title="which minimum is lower?")
+                     ylabel=r"training loss $\varepsilon_t$", title=title)
     plot_branch_bars({**{b: r.eps_g for b, r in ok.items()}, "linear": state.eps_g_linear}, ax=a2,
                      highlight=glob, ylabel=r"test error $\varepsilon_g$", title="test error")
     beats = ok[glob].eps_g < state.eps_g_linear

@@ -233,9 +233,30 @@ def test_widget_panel_has_static_html_and_png_figure():
     assert live.values()["omega"] == 1.0
 
 
+def test_live_explorer_switches_on_colabs_widget_manager(monkeypatch):
+    """On Colab, ipywidgets 8 needs its custom widget manager: show() turns it on first."""
+    pytest.importorskip("ipywidgets")
+    import sys
+    import types
+
+    from attnlab.widgets import teacher_explorer
+
+    calls = []
+    colab = types.ModuleType("google.colab")
+    colab.output = types.SimpleNamespace(enable_custom_widget_manager=lambda: calls.append("enabled"))
+    google = types.ModuleType("google")
+    google.colab = colab
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(calls[:]))
+    teacher_explorer(show=False).show()
+    assert calls == ["enabled"] and shown and shown[0] == ["enabled"]  # before anything is displayed
+
+
 # --------------------------------------------------------------------------- stale outputs
 
-def test_cache_guard_reexecutes_when_library_changes(tmp_path):
+def test_cache_guard_reexecutes_when_library_or_cached_results_change(tmp_path):
     import importlib.util
     from types import SimpleNamespace
 
@@ -258,3 +279,62 @@ def test_cache_guard_reexecutes_when_library_changes(tmp_path):
     (tmp_path / "attnlab" / "core.py").write_text("x = 2\n")
     assert guard._outdated(app, env, set(), set(), set()) == ["book/01_a"]  # library edited
     assert not cache.exists()
+    # the provenance of a cached table: printed by chapters (dates, sweep_complete), so a
+    # change of the JSON alone must re-execute them too (results/ and book/_data/)
+    for folder, name in (("results", "phase-diagram"), ("book/_data", "se_curves")):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / f"{name}.csv").write_text("alpha,m\n1.0,0.2\n")
+        cache.mkdir(exist_ok=True)
+        guard._outdated(app, env, set(), set(), set())                       # table added
+        for complete in ("false", "true"):
+            (tmp_path / folder / f"{name}.json").write_text(f'{{"sweep_complete": {complete}}}\n')
+            cache.mkdir(exist_ok=True)
+            assert guard._outdated(app, env, set(), set(), set()) == ["book/01_a"], (folder, complete)
+            assert not cache.exists()
+        cache.mkdir()
+        assert guard._outdated(app, env, set(), set(), set()) == []          # JSON unchanged
+        assert cache.exists()
+
+
+# --------------------------------------------------------------------------- Binder
+
+def test_binder_environment_matches_pyproject_and_installs_the_project_in_postbuild():
+    """environment.yml holds the dependencies (a layer Binder caches), postBuild the project."""
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + sum((project["optional-dependencies"][k] for k in ("book", "test")), [])
+    wanted = {canonicalize_name(r.name): r for r in map(Requirement, wanted)}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert not [p for p in pip if p.startswith(("-e", "."))], "the project belongs in postBuild, not environment.yml"
+    listed = {canonicalize_name(r.name): r for r in (Requirement(p) for p in pip if not p.startswith("-"))}
+    assert set(listed) == set(wanted), (sorted(set(wanted) - set(listed)), sorted(set(listed) - set(wanted)))
+    for name, req in wanted.items():
+        got = listed[name].specifier
+        if str(got).startswith("=="):  # a pin (torch, the CPU build) must satisfy pyproject's bounds
+            assert req.specifier.contains(str(got)[2:]), (name, str(got), str(req.specifier))
+        else:
+            assert got == req.specifier, (name, str(got), str(req.specifier))
+    post = ROOT / "postBuild"
+    assert post.stat().st_mode & 0o111, "postBuild must be executable"
+    assert re.search(r"^python -m pip install --no-deps -e \.$", post.read_text(), re.M)
+
+
+# --------------------------------------------------------------------------- Thebe
+
+def test_thebe_leaves_the_explorer_cells_alone():
+    """Thebe 0.8's widget manager is ipywidgets 7; the kernel's is 8: explorer cells are
+    tagged `no-thebe`, and the Thebe selector skips them (the text says to use Binder/Colab)."""
+    selector = CONFIG["sphinx"]["config"]["thebe_config"]["selector"]
+    assert ".cell:not(.tag_no-thebe)" in selector.split(","), selector
+    tagged = 0
+    for path in NOTEBOOKS:
+        for kind, source, tags in _cells(path):
+            if kind == "code" and re.search(r"\b(book_explorer|teacher_explorer|se_explorer)\(", source) \
+                    and not source.lstrip().startswith(("from ", "import ")):
+                assert "no-thebe" in tags, f"{path.name}: explorer cell without the no-thebe tag: {source[:60]!r}"
+                tagged += 1
+    assert tagged >= 5

@@ -90,6 +90,30 @@ def test_chapter_ends_with_a_kernel_free_quiz(name):
     assert '"correct": true' in data["application/javascript"].replace("True", "true")
 
 
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_quiz_is_seeded_per_chapter(name):
+    """jupyterquiz draws its element ids with python's `random`: each quiz cell seeds it."""
+    nb = build_course.read_chapter(name)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "display_quiz(" in c.source]
+    seed = f'random.seed("quiz-{name[:2]}")'
+    assert seed in cell.source and cell.source.index(seed) < cell.source.index("display_quiz(")
+
+
+def test_quiz_cell_gives_the_same_output_twice():
+    """Executed twice in fresh kernels, a chapter's quiz stores identical outputs."""
+    pytest.importorskip("jupyterquiz")
+    from nbclient import NotebookClient
+
+    nb = build_course.read_chapter(CHAPTERS[4])
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "display_quiz(" in c.source]
+    outputs = []
+    for _ in range(2):
+        run = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source)])
+        NotebookClient(run, timeout=120, kernel_name="python3").execute()
+        outputs.append(json.dumps(run.cells[0].outputs, sort_keys=True))
+    assert "application/javascript" in outputs[0] and outputs[0] == outputs[1]
+
+
 # --------------------------------------------------------------------------- built material
 
 @pytest.fixture(scope="session")

@@ -143,3 +143,19 @@ def test_cached_grid_is_what_the_library_computes_now():
                 _, j, k = g.index(0.3, 0.5, 0.01)
                 assert g.alpha_c[i, j, k] == pytest.approx(row["alpha_c"], rel=1e-6)
                 assert g.alpha_l[i, j, k] == pytest.approx(row["alpha_l"], rel=1e-6)
+
+
+def test_embedded_html_is_the_same_in_two_fresh_processes():
+    """Bokeh draws random UUIDs for the embedded document; embed() replaces them by ids
+    derived from the content, so a chapter executed twice stores the same output."""
+    import subprocess
+    import sys
+
+    code = ("from attnlab.explorers import book_explorer\n"
+            "import sys; sys.stdout.write(book_explorer('teacher', omega=0.4).html)")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0] == runs[1] and 'class="attnlab-explorer"' in runs[0]
+    html = runs[0]
+    ids = set(ex._UUID.findall(html))
+    assert len(ids) == 2 and all(html.count(u) >= 2 for u in ids)  # each id is defined and referenced

@@ -3,8 +3,9 @@
 jupyter-cache (``execute_notebooks: cache``) keys a notebook's outputs on the
 source of its code cells only, and Sphinx re-reads a document only when its
 own file changes. An edit of the attnlab library or of the cached results under
-``results/`` or ``book/_data/`` would therefore leave stale outputs in the HTML. This extension
-hashes those inputs; when the hash differs from the one recorded beside the cache at
+``results/`` or ``book/_data/`` (the tables ``*.csv`` and their provenance ``*.json``, which
+cells print and read, e.g. whether a sweep is complete) would therefore leave stale outputs
+in the HTML. This extension hashes those inputs; when the hash differs from the one recorded beside the cache at
 the last build (or none was recorded), it empties the jupyter cache and marks every notebook document as
 outdated, so the next build executes all chapters afresh.
 """
@@ -19,7 +20,7 @@ from sphinx.util import logging
 LOGGER = logging.getLogger(__name__)
 
 #: Inputs, relative to the book root, whose content decides the chapters' outputs.
-WATCHED = ("attnlab/**/*.py", "results/*.csv", "book/_data/*.csv")
+WATCHED = ("attnlab/**/*.py", "results/*.csv", "results/*.json", "book/_data/*.csv", "book/_data/*.json")
 
 
 def source_hash(root: Path) -> str:

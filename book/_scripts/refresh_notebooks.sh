@@ -26,6 +26,17 @@ NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=False,
                resources={"metadata": {"path": str(path.parent)}}).execute()
 for cell in nb.cells:                      # no run-specific metadata in the committed file
     cell.metadata.pop("execution", None)
+    # consecutive prints to one stream arrive in chunks that depend on timing: merge them,
+    # as the book build does (nb_merge_streams), so two runs store the same outputs
+    merged = []
+    for out in cell.get("outputs", []):
+        if (merged and out.output_type == "stream" and merged[-1].output_type == "stream"
+                and merged[-1].name == out.name):
+            merged[-1].text += out.text
+        else:
+            merged.append(out)
+    if cell.cell_type == "code":
+        cell.outputs = merged
 nb.metadata.pop("widgets", None)
 nbformat.write(nb, path)
 PY

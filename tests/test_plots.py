@@ -1,0 +1,57 @@
+"""The book's figure helpers keep its conventions: honest axes, markers where a line stops."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+
+from attnlab import plots  # noqa: E402
+
+
+def test_bars_start_at_zero():
+    # a 7% difference must look like 7%, not like a factor of several
+    ax = plots.plot_branch_bars({"positional": 1.22e-3, "semantic": 1.31e-3})
+    lo, hi = ax.get_ylim()
+    assert lo == 0.0 and hi >= 1.31e-3
+    heights = [b.get_height() for b in ax.patches]
+    assert np.isclose(heights[1] / heights[0], 1.31 / 1.22)
+
+
+def test_gd_gap_map_puts_each_gap_in_its_cell():
+    gap_map = dict(omega=[0.0, 0.0, 0.1, 0.1], alpha=[0.5, 1.0, 0.5, 1.0], gap=[1e-4, -2e-4, 3e-4, -4e-4])
+    mesh = plots.plot_gd_gap_map(gap_map)
+    Z = np.asarray(mesh.get_array()).reshape(2, 2)  # rows: omega, columns: alpha
+    np.testing.assert_allclose(Z, [[1e-4, -2e-4], [3e-4, -4e-4]])
+    assert mesh.norm.vmin == -4e-4 and mesh.norm.vmax == 4e-4  # symmetric: white is zero
+    x0, x1 = mesh.axes.get_xlim()
+    assert x0 <= 0.25 and x1 >= 1.25  # cells centred on their alpha
+
+
+def test_phase_diagram_marks_thresholds_beyond_the_search():
+    rows = [dict(omega=0.0, alpha_c=0.5, alpha_l=0.7), dict(omega=0.4, alpha_c=1.8, alpha_l=2.3),
+            dict(omega=0.5, alpha_c=2.9, alpha_l=np.nan)]
+    ax = plots.plot_phase_diagram(rows, alpha_max=3.0)
+    beyond = [line for line in ax.get_lines() if line.get_marker() == ">"]
+    assert len(beyond) == 1
+    np.testing.assert_allclose(beyond[0].get_xdata(), [3.0])
+    np.testing.assert_allclose(beyond[0].get_ydata(), [0.5])
+    assert "beyond" in beyond[0].get_label()
+    # without alpha_max the line just stops (the old behaviour), no marker
+    ax = plots.plot_phase_diagram(rows)
+    assert not [line for line in ax.get_lines() if line.get_marker() == ">"]
+
+
+def test_attention_maps_share_one_colour_map_and_scale():
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    M = np.array([[0.7, 0.3], [0.2, 0.8]])
+    plots.plot_attention_matrix(M, ax=axes[0], kind="positional", cmap="Purples", title="p")
+    plots.plot_token_attention(M / 2, [0, 1], ax=axes[1], kind="semantic", cmap="Purples", vmax=1.0, title="s")
+    ims = [ax.images[0] for ax in axes]
+    assert [im.get_cmap().name for im in ims] == ["Purples", "Purples"]
+    assert [im.get_clim() for im in ims] == [(0.0, 1.0), (0.0, 1.0)]
+    # the titles keep the book's colour code
+    assert matplotlib.colors.same_color(axes[0].title.get_color(), plots.COLORS["positional"])
+    assert matplotlib.colors.same_color(axes[1].title.get_color(), plots.COLORS["semantic"])
