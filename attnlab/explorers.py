@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .explorer_grid import ALPHA_MAX, ExplorerGrid
-from .params import BRANCHES, ModelParams
+from .explorer_grid import ExplorerGrid
+from .extrapolation import gd_gap_map
+from .params import BRANCHES, DEFAULT_ALPHA_MAX, ModelParams
 from .plots import COLORS
 
 __all__ = ["transition_explorer", "overlaps_explorer", "phase_explorer", "teacher_explorer", "gd_gap_map",
@@ -334,7 +335,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     args = dict(src=src, alpha_c=[float(x) for x in table["alpha_c"].ravel()],
                 alpha_l=[float(x) for x in table["alpha_l"].ravel()], shape=list(grid.alpha_c.shape),
                 readout=readout, gd=gd_src, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
-                alpha_max=float(ALPHA_MAX),
+                alpha_max=float(DEFAULT_ALPHA_MAX),
                 sigmas=[float(s) for s in grid.sigmas], lams=[float(x) for x in grid.lams], **sliders)
     code = """
 const j = Math.round(sigma.value), k = Math.round(lam.value), n = shape[0];
@@ -528,47 +529,6 @@ def _stable_ids(html: str, title: str) -> str:
     stable = {u: str(uuid.uuid5(uuid.NAMESPACE_URL, f"attnlab-explorer/{title}/{k}/{digest}"))
               for k, u in enumerate(found)}
     return _UUID.sub(lambda m: stable[m.group(0)], html)
-
-
-def gd_gap_map(runs: dict) -> dict:
-    """The gradient-descent map under the phase diagram, from the ``phase-diagram`` runs.
-
-    Parameters
-    ----------
-    runs : dict of str to ndarray
-        Columns of ``results/phase-diagram.csv`` (:func:`attnlab.experiments.figures.load_results`):
-        ``omega, alpha, sigma, lambda, init, eps_t``; one ``sigma`` and ``lambda``.
-
-    Returns
-    -------
-    dict
-        ``sigma``, ``lam`` and arrays ``omega``, ``alpha``, ``gap`` for
-        :func:`phase_explorer`: the seed mean of ``eps_t`` from the informed
-        init minus that from the random init, at each ``(omega, alpha)`` with both.
-
-    Raises
-    ------
-    ValueError
-        The runs mix several ``sigma`` or ``lambda``, or lack a column.
-    """
-    need = ("omega", "alpha", "sigma", "lambda", "init", "eps_t")
-    missing = [k for k in need if k not in runs]
-    if missing:
-        raise ValueError(f"runs lack the columns {missing}")
-    for k in ("sigma", "lambda"):
-        if len(np.unique(runs[k])) != 1:
-            raise ValueError(f"runs must have one {k}, got {sorted(set(runs[k].tolist()))}")
-    out = dict(sigma=float(runs["sigma"][0]), lam=float(runs["lambda"][0]), omega=[], alpha=[], gap=[])
-    for w in np.unique(runs["omega"]):
-        for a in np.unique(runs["alpha"]):
-            at = (runs["omega"] == w) & (runs["alpha"] == a)
-            mean = {i: float(np.mean(runs["eps_t"][at & (runs["init"] == i)])) if np.any(at & (runs["init"] == i))
-                    else np.nan for i in ("semantic", "random")}
-            if np.isfinite(mean["semantic"]) and np.isfinite(mean["random"]):
-                out["omega"].append(float(w))
-                out["alpha"].append(float(a))
-                out["gap"].append(mean["semantic"] - mean["random"])
-    return out
 
 
 class _Note:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .params import check_finite_array
 
-__all__ = ["Extrapolation", "extrapolate", "extrapolate_runs", "crossing"]
+__all__ = ["Extrapolation", "extrapolate", "extrapolate_runs", "crossing", "gd_gap_map"]
 
 
 @dataclass(frozen=True)
@@ -192,3 +192,45 @@ def _first_sign_change(x, f) -> float:
         if f[i - 1] * f[i] <= 0 and f[i - 1] != f[i]:
             return float(x[i - 1] + (x[i] - x[i - 1]) * f[i - 1] / (f[i - 1] - f[i]))
     return float("nan")
+
+
+def gd_gap_map(runs: dict) -> dict:
+    """The gradient-descent map under the phase diagram, from the ``phase-diagram`` runs.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns of ``results/phase-diagram.csv`` (:func:`attnlab.experiments.figures.load_results`):
+        ``omega, alpha, sigma, lambda, init, eps_t``; one ``sigma`` and ``lambda``.
+
+    Returns
+    -------
+    dict
+        ``sigma``, ``lam`` and arrays ``omega``, ``alpha``, ``gap`` for
+        :func:`attnlab.explorers.phase_explorer` and
+        :func:`attnlab.plots.plot_gd_gap_map`: the seed mean of ``eps_t`` from the informed
+        init minus that from the random init, at each ``(omega, alpha)`` with both.
+
+    Raises
+    ------
+    ValueError
+        The runs mix several ``sigma`` or ``lambda``, or lack a column.
+    """
+    need = ("omega", "alpha", "sigma", "lambda", "init", "eps_t")
+    missing = [k for k in need if k not in runs]
+    if missing:
+        raise ValueError(f"runs lack the columns {missing}")
+    for k in ("sigma", "lambda"):
+        if len(np.unique(runs[k])) != 1:
+            raise ValueError(f"runs must have one {k}, got {sorted(set(runs[k].tolist()))}")
+    out = dict(sigma=float(runs["sigma"][0]), lam=float(runs["lambda"][0]), omega=[], alpha=[], gap=[])
+    for w in np.unique(runs["omega"]):
+        for a in np.unique(runs["alpha"]):
+            at = (runs["omega"] == w) & (runs["alpha"] == a)
+            mean = {i: float(np.mean(runs["eps_t"][at & (runs["init"] == i)])) if np.any(at & (runs["init"] == i))
+                    else np.nan for i in ("semantic", "random")}
+            if np.isfinite(mean["semantic"]) and np.isfinite(mean["random"]):
+                out["omega"].append(float(w))
+                out["alpha"].append(float(a))
+                out["gap"].append(mean["semantic"] - mean["random"])
+    return out

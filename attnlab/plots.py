@@ -8,6 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .extrapolation import gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
@@ -699,21 +700,9 @@ def plot_phase_map(runs, theory=None, path=None):
     -------
     fig : matplotlib Figure
     """
-    import matplotlib.colors as mcolors
-
-    alphas, omegas = np.unique(runs["alpha"]), np.unique(runs["omega"])
-    diff = np.full((len(omegas), len(alphas)), np.nan)
-    for i, w in enumerate(omegas):
-        for j, a in enumerate(alphas):
-            cell = (runs["omega"] == w) & (runs["alpha"] == a)
-            sem = runs["eps_t"][cell & (runs["init"] == "semantic")]
-            rnd = runs["eps_t"][cell & (runs["init"] == "random")]
-            if len(sem) and len(rnd):
-                diff[i, j] = sem.mean() - rnd.mean()
+    alphas = np.unique(runs["alpha"])
     fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
-    lim = np.nanmax(np.abs(diff)) if np.isfinite(diff).any() else 1.0
-    mesh = ax.pcolormesh(alphas, omegas, diff, shading="nearest", cmap="RdBu",
-                         norm=mcolors.TwoSlopeNorm(0.0, -lim, lim))
+    mesh = plot_gd_gap_map(gd_gap_map(runs), ax=ax)
     fig.colorbar(mesh, ax=ax, label=r"$\varepsilon_t$(informed init) $-$ $\varepsilon_t$(random init)"
                                      "\n(red: semantic minimum lower)")
     step = 0.5 * np.diff(alphas).min(initial=0.2)
