@@ -33,7 +33,7 @@ from .extrapolation import gd_gap_map
 from .params import BRANCHES, DEFAULT_ALPHA_MAX, ModelParams
 from .plots import COLORS
 
-__all__ = ["transition_explorer", "overlaps_explorer", "phase_explorer", "teacher_explorer", "gd_gap_map",
+__all__ = ["transition_explorer", "overlaps_explorer", "phase_explorer", "teacher_explorer",
            "embed", "book_explorer", "bokehjs_files", "bokehjs_names"]
 
 _LABELS = {"eps_t": "training loss ε_t", "eps_g": "test error ε_g", "m": "m = 1·Q/d",

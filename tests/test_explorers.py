@@ -7,6 +7,7 @@ import pytest
 
 from attnlab import explorers as ex
 from attnlab.attention import teacher_attention
+from attnlab.extrapolation import gd_gap_map
 from attnlab.explorer_grid import (ALPHAS, IncompleteGridError, explorer_tasks, load_explorer_grid)
 from attnlab.params import BRANCHES, ModelParams
 from attnlab.experiments.figures import get_figure, theory_specs
@@ -101,12 +102,12 @@ def test_phase_explorer_and_gd_map(tmp_path):
     runs = dict(omega=np.array([0.1, 0.1, 0.1, 0.1]), alpha=np.array([0.5] * 4), sigma=np.full(4, 0.5),
                 **{"lambda": np.full(4, 0.01)}, init=np.array(["semantic", "semantic", "random", "random"]),
                 eps_t=np.array([1.0, 3.0, 5.0, 7.0]))
-    gd = ex.gd_gap_map(runs)
+    gd = gd_gap_map(runs)
     assert gd["gap"] == [2.0 - 6.0] and gd["sigma"] == 0.5
     lay = ex.phase_explorer(g, sigma=0.5, lam=0.02, gd_map=gd)
     np.testing.assert_allclose(_model(lay, "thresholds").data["alpha_c"], [1.1, 1.15, 1.2])
     with pytest.raises(ValueError, match="one sigma"):
-        ex.gd_gap_map(dict(runs, sigma=np.array([0.5, 0.6, 0.5, 0.5])))
+        gd_gap_map(dict(runs, sigma=np.array([0.5, 0.6, 0.5, 0.5])))
 
 
 def test_teacher_explorer_matches_the_library():
