@@ -253,9 +253,11 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
     TypeError, ValueError
         Invalid ``params``, ``alpha``, ``quad`` or ``tol`` (before any solve).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from .params import check_params, check_positive, check_tolerance
     from .theory import Quadrature, StateEvolutionError, linear_baseline_error
-    from .theory.branches import continuable, solve_on_branch
+    from .theory.branches import continuable, solve_on_branch, solve_side_by_side
     from .theory.equations import check_quadrature
 
     check_params(params)
@@ -263,14 +265,21 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
     tol = check_tolerance("tol", tol)
     state = SEExplorerState() if state is None else state
     quad = fast_quadrature() if quad is None else check_quadrature(quad)
-    for branch in ("positional", "semantic"):
-        state.errors.pop(branch, None)
+
+    def solve(branch):  # the result, or the error as a string
         try:
-            res = solve_on_branch(params, alpha, branch, near=state.warm.get(branch), quad=quad, fallback=Quadrature(),
-                                  tol=tol, quiet=True)
+            return solve_on_branch(params, alpha, branch, near=state.warm.get(branch), quad=quad,
+                                   fallback=Quadrature(), tol=tol, quiet=True)
         except (StateEvolutionError, FloatingPointError) as exc:
-            res = None
-            state.errors[branch] = f"no fixed point found on the {branch} branch: {exc}"
+            return f"no fixed point found on the {branch} branch: {exc}"
+
+    branches = ("positional", "semantic")
+    with ThreadPoolExecutor(1) as pool:  # the two branches side by side (the kernels release the GIL)
+        outcomes = solve_side_by_side(lambda: solve(branches[0]), lambda: solve(branches[1]), pool)
+    for branch, res in zip(branches, outcomes):
+        state.errors.pop(branch, None)
+        if isinstance(res, str):
+            state.errors[branch], res = res, None
             state.warm.pop(branch, None)  # (the warm start is what may have led astray)
         state.results[branch] = res
         if res is not None and continuable(res):

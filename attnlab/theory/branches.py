@@ -35,7 +35,7 @@ from .followed_rule import followed_tolerance
 from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError, fixed_point
 
 __all__ = ["OffBranchWarning", "QUADRATURE_WARN", "initial_overlaps", "start_points", "continuable",
-           "solve_state_evolution", "solve_on_branch", "BranchFollower"]
+           "solve_state_evolution", "solve_on_branch", "BranchFollower", "solve_side_by_side"]
 
 #: Relative quadrature error (of ``eps_g``, ``eps_t``, ``qnorm``) above which
 #: ``error_estimate=True`` warns.
@@ -99,7 +99,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
                           init: "Overlaps | SEResult | None" = None,
                           quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
                           error_estimate: bool = False, pin: bool = True,
-                          minimizer: str | None = None) -> SEResult:
+                          minimizer: str | None = None, warn: bool = True) -> SEResult:
     """Fixed point of the state evolution on a branch (paper Result 4.2; book Chapter 5).
 
     Without ``init`` the default starting points (:func:`start_points`) are tried
@@ -147,6 +147,10 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         (omega = 0.3), on the positional one at small ``omega``; there only the
         followed one agrees with large-``d`` gradient descent (book Chapter 5).
         Its expectations are taken by randomised quasi-Monte Carlo (``quad.qmc``).
+    warn : bool
+        Issue the warnings below (``False``: the result's ``converged`` and
+        ``on_branch`` say it; no warning filter is touched, so solves in several
+        threads stay independent).
 
     Returns
     -------
@@ -202,21 +206,20 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         result = solve(init, True, jacobian)
     else:
         result = _first_on_branch([lambda s=s: solve(s, False) for s in start_points(branch, params)])
-    if not result.converged:
-        warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
-                      f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
-    elif not result.on_branch:
+    if warn and not result.converged:
+        _warn_not_converged(result, tol)
+    elif warn and not result.on_branch:
         lead = "theta" if branch == "semantic" else "m"
         warnings.warn(f"the fixed point at alpha={alpha} is not on the {branch} branch ({lead} = "
                       f"{getattr(result, lead):.1e}; on_branch=False)", OffBranchWarning, stacklevel=2)
     if error_estimate:
         fine = solve_state_evolution(params, alpha, branch, init=result.overlaps, quad=quad.refined(), tol=tol,
-                                     max_iter=max_iter, pin=pin, minimizer=minimizer)
+                                     max_iter=max_iter, pin=pin, minimizer=minimizer, warn=warn)
         keys = ("m", "theta", "qnorm", "eps_g", "eps_t")
         result = replace(result, quadrature_error={k: abs(getattr(fine, k) - getattr(result, k)) for k in keys})
         large = {k: e / abs(getattr(result, k)) for k, e in result.quadrature_error.items()
                  if k in ("qnorm", "eps_g", "eps_t") and e > QUADRATURE_WARN * abs(getattr(result, k))}
-        if large:
+        if large and warn:
             warnings.warn("large quadrature error: " + ", ".join(f"{k} {v:.1%}" for k, v in large.items())
                           + f" (> {QUADRATURE_WARN:.0%}) at alpha={alpha}, sigma={params.sigma}: use a finer "
                           "Quadrature (e.g. quad.refined())", QuadratureWarning, stacklevel=2)
@@ -254,18 +257,20 @@ def solve_on_branch(params: ModelParams, alpha: float, branch: str, *, near: SER
         If every attempt raised it (the last one's message).
     """
     quad = check_quadrature(quad)
-    solve = lambda **kw: solve_state_evolution(params, alpha, branch, tol=tol, minimizer=minimizer, **kw)
+    solve = lambda **kw: solve_state_evolution(params, alpha, branch, tol=tol, minimizer=minimizer, warn=False, **kw)
     warm = (lambda: solve(init=near, quad=quad)) if near is not None and continuable(near) else None
     attempts = [lambda: solve(quad=quad)]
     if fallback is not None and fallback != quad:
         attempts.append(lambda: solve(quad=fallback))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # (OffBranchWarning included)
-        result = _first_on_branch(attempts, warm)
+    result = _first_on_branch(attempts, warm)
     if not result.converged and not quiet:
-        warnings.warn(f"state evolution did not converge at alpha={alpha}, branch={branch}: "
-                      f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=2)
+        _warn_not_converged(result, tol)
     return result
+
+
+def _warn_not_converged(result: SEResult, tol: float) -> None:
+    warnings.warn(f"state evolution did not converge at alpha={result.alpha}, branch={result.branch}: "
+                  f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=3)
 
 
 class BranchFollower:
@@ -302,17 +307,38 @@ class BranchFollower:
     def __call__(self, alpha: float) -> SEResult:
         """The fixed point at ``alpha`` (solved once, then remembered)."""
         if alpha not in self.solved:
-            known = dict(self.warm_from.solved) if self.warm_from is not None else {}
-            known.update(self.solved)
-            good = [a for a, r in known.items() if continuable(r)]
-            near = min(good, key=lambda a: abs(a - alpha), default=None)
-            try:
-                result = solve_on_branch(self.params, alpha, self.branch, near=known.get(near), quad=self.quad,
-                                         tol=self.tol, minimizer=self.minimizer, quiet=self.quiet)
-            except StateEvolutionError:
-                if not self.quiet:
-                    raise
-                result = SEResult.failed(self.params, alpha, self.branch, self.quad,
-                                         self.minimizer or DEFAULT_MINIMIZER)
-            self.solved[alpha] = result
+            self.solved[alpha] = self.peek(alpha)
         return self.solved[alpha]
+
+    def peek(self, alpha: float) -> SEResult:
+        """The fixed point that ``self(alpha)`` would return now, without remembering it
+        (so that it changes no later warm start): for solving ahead in another thread.
+        Remembered results are returned as they are."""
+        if alpha in self.solved:
+            return self.solved[alpha]
+        known = dict(self.warm_from.solved) if self.warm_from is not None else {}
+        known.update(self.solved)
+        good = [a for a, r in known.items() if continuable(r)]
+        near = min(good, key=lambda a: abs(a - alpha), default=None)
+        try:
+            return solve_on_branch(self.params, alpha, self.branch, near=known.get(near), quad=self.quad,
+                                   tol=self.tol, minimizer=self.minimizer, quiet=self.quiet)
+        except StateEvolutionError:
+            if not self.quiet:
+                raise
+            return SEResult.failed(self.params, alpha, self.branch, self.quad, self.minimizer or DEFAULT_MINIMIZER)
+
+
+def solve_side_by_side(first, second, pool=None):
+    """``first()`` in this thread and ``second()`` in ``pool`` (a thread pool), at the same
+    time: the kernels release the GIL, so two solves take about the time of one on two
+    free cores. Without ``pool``, one after the other. Returns ``(first(), second())``;
+    an error of either is raised after both have ended."""
+    if pool is None:
+        return first(), second()
+    later = pool.submit(second)
+    try:
+        a = first()
+    finally:
+        b = later.result()
+    return a, b

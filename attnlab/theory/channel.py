@@ -122,7 +122,8 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
     else:
         p1, p2 = (np.asarray(v, dtype=float).ravel() for v in warm)
         s1, s2 = np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2])
-        h1, h2, F = kernels.multistart_newton(s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations))
+        h1, h2, F = kernels.multistart_newton(s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations),
+                                              kernels.NEWTON_TOL)
     return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
 
 
@@ -155,7 +156,8 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
     """
     w1, w2, T11, T22, s1, s2 = (np.ascontiguousarray(v, dtype=float).ravel()
                                 for v in np.broadcast_arrays(w1, w2, T11, T22, *start))
-    return kernels.multistart_newton(s1[None], s2[None], w1, w2, T11, T22, float(V), float(sigma), int(iterations))
+    return kernels.multistart_newton(s1[None], s2[None], w1, w2, T11, T22, float(V), float(sigma), int(iterations),
+                                     kernels.NEWTON_TOL)
 
 
 def moreau_envelope(w1, w2, T11, T22, V: float, sigma: float, **kw) -> np.ndarray:

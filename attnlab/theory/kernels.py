@@ -5,14 +5,23 @@ Per point (scalars in, scalars out; called from the compiled loops here and in
 
 * :func:`sigmoid`, :func:`teacher` (the diagonal of ``T(h*)``), :func:`objective`
   (the proximal objective ``F(h) = |h - w|^2 / (2V) + l(h, T)``),
-  :func:`newton` (damped, Levenberg-shifted Newton on ``F``: never increases it),
+  :func:`newton` (damped, Levenberg-shifted Newton on ``F``: never increases it;
+  :func:`newton_default` with the default budget),
   :func:`branch_label` (which mirror minimum a point is near).
 
-Loops over quadrature nodes (arrays of shape (N,) in, run on all cores):
+Loops over quadrature nodes (arrays of shape (N,) in):
 
 * :func:`mean_loss` (the weighted loss at ``h = w``: ``eps_g``),
   :func:`multistart_newton` (the lowest local minimum from several starts per node),
   :func:`global_search` (the global minimiser: a polar grid, then Newton).
+
+Every kernel is serial and releases the GIL (``nogil``): independent solves (the
+two branches, several ``omega``) run side by side in threads or processes, which
+keeps their speed under a competing load (a parallel loop waits for its slowest
+thread) and keeps the first compilation short (in a fresh process with an empty
+numba cache about 2.5 s for the followed minimiser's kernels and 5 s more for
+the split rule's, ``benchmarks/bench_cold_start.py``). Results do not depend on
+the number of cores.
 
 Notation: ``h`` the student preactivations, ``w`` the student field, ``T11, T22``
 the diagonal of the teacher attention, ``V`` the proximal scale, ``s2 = sigma^2``;
@@ -27,8 +36,13 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["sigmoid", "objective", "teacher", "newton", "branch_label", "mean_loss", "multistart_newton",
-           "global_search", "global_search_at"]
+__all__ = ["NEWTON_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher", "newton", "newton_default",
+           "branch_label",
+           "mean_loss", "multistart_newton", "global_search", "global_search_at"]
+
+#: Newton's default iteration budget and relative step tolerance (:func:`newton_default`).
+NEWTON_ITERATIONS = 40
+NEWTON_TOL = 1e-10
 
 
 @numba.njit(cache=True, inline="always")
@@ -49,7 +63,7 @@ def objective(h1, h2, w1, w2, T11, T22, V, s2):
     return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def teacher(hs1, hs2, omega, A11, A22):
     """``T11, T22`` of ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` at one point
     (:func:`attnlab.theory.channel.teacher_diagonal` for arrays)."""
@@ -60,8 +74,8 @@ def teacher(hs1, hs2, omega, A11, A22):
 _LADDER = (0.5, 0.25, 0.1, 0.03)
 
 
-@numba.njit(cache=True)
-def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
+@numba.njit(cache=True, nogil=True)
+def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
     """Damped, Levenberg-shifted Newton on the proximal objective from ``(h1, h2)``.
 
     Where the Hessian is not positive definite it is shifted by ``mu I``
@@ -69,7 +83,7 @@ def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
     lowers ``F``; otherwise the best step of the ladder ``0.5, 0.25, 0.1, 0.03``
     (or none), so ``F`` never increases; where no Newton step lowers ``F``, a
     backtracking steepest-descent step. Stops once a step is below ``tol``
-    (relative), or after ``iterations``.
+    (relative), or after ``iterations`` (defaults :data:`NEWTON_TOL`, :data:`NEWTON_ITERATIONS`).
 
     Returns
     -------
@@ -121,7 +135,14 @@ def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
     return h1, h2, F
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def newton_default(h1, h2, w1, w2, T11, T22, V, s2):
+    """:func:`newton` with :data:`NEWTON_ITERATIONS` and :data:`NEWTON_TOL`."""
+    # (np.int64: a constant would be passed as a literal, and numba would compile newton again for it)
+    return newton(h1, h2, w1, w2, T11, T22, V, s2, np.int64(NEWTON_ITERATIONS), NEWTON_TOL)
+
+
+@numba.njit(cache=True, nogil=True)
 def branch_label(h1, h2):
     """+1 / -1 for the two mirror minima (the sign of ``h1 - h2``), 0 on the diagonal
     ``h1 = h2`` (relative to ``1e-7``), where attention is uniform and the loss is flat."""
@@ -131,22 +152,30 @@ def branch_label(h1, h2):
     return 1.0 if delta > 0 else -1.0
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def mean_loss(x1, x2, e1, e2, weights, sq, m, kappa, c, omega, A11, A22, s2):
     """``sum_i weights_i l(w_i, T(h*_i))`` with ``w = (sq x1 + m, sq x2 - m)`` and
     ``h* = kappa xi + c eta`` at nodes ``xi = (x1, x2)``, ``eta = (e1, e2)`` (shape (N,)):
     the generalization error when ``sq = sqrt(q)``, ``kappa = theta / sqrt(q)``,
-    ``c = sqrt(rho - theta^2 / q)``."""
+    ``c = sqrt(rho - theta^2 / q)``.
+
+    Summed in two halves (the first ``ceil(N / 2)`` nodes, then the rest), the order
+    of the two-thread loop that computed the cached tables of ``results/``; the sum
+    does not depend on the machine's core count."""
     total = 0.0
-    for i in numba.prange(x1.size):
-        w1, w2 = sq * x1[i] + m, sq * x2[i] - m
-        T11, T22 = teacher(kappa * x1[i] + c * e1[i], kappa * x2[i] + c * e2[i], omega, A11, A22)
-        total += weights[i] * objective(w1, w2, w1, w2, T11, T22, 1.0, s2)[0]  # at h = w: the loss
+    half = (x1.size + 1) // 2
+    for lo, hi in ((0, half), (half, x1.size)):
+        part = 0.0
+        for i in range(lo, hi):
+            w1, w2 = sq * x1[i] + m, sq * x2[i] - m
+            T11, T22 = teacher(kappa * x1[i] + c * e1[i], kappa * x2[i] + c * e2[i], omega, A11, A22)
+            part += weights[i] * objective(w1, w2, w1, w2, T11, T22, 1.0, s2)[0]  # at h = w: the loss
+        total += part
     return total
 
 
-@numba.njit(cache=True, parallel=True)
-def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
+@numba.njit(cache=True, nogil=True)
+def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
     """:func:`newton` from each of ``k`` starts ``s1, s2`` (shape (k, N)) for every node
     (fields ``w1, w2``, teacher ``T11, T22``, shape (N,)); the lowest local minimum per node.
 
@@ -157,7 +186,7 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10)
     k, N = s1.shape
     h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
     sq = sigma * sigma
-    for i in numba.prange(N):
+    for i in range(N):
         F[i] = np.inf
         for j in range(k):
             a, b, f = newton(s1[j, i], s2[j, i], w1[i], w2[i], T11[i], T22[i], V, sq, iterations, tol)
@@ -166,7 +195,7 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10)
     return h1, h2, F
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def global_search(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
     """The global minimiser of the proximal objective for every node (:func:`global_search_at`).
 
@@ -176,21 +205,24 @@ def global_search(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
     """
     N = w1.size
     h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
-    for i in numba.prange(N):
-        h1[i], h2[i], F[i] = global_search_at(gx, gy, w1[i], w2[i], T11[i], T22[i], V, sigma * sigma, starts,
-                                              iterations)
+    best, at = np.empty(starts), np.empty(starts, np.int64)
+    for i in range(N):
+        h1[i], h2[i], F[i] = global_search_at(gx, gy, w1[i], w2[i], T11[i], T22[i], V, sigma * sigma, iterations,
+                                              best, at)
     return h1, h2, F
 
 
-@numba.njit(cache=True)
-def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, starts, iterations):
+@numba.njit(cache=True, nogil=True)
+def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, iterations, best, at):
     """Global search for one node: the objective on the polar grid ``gx, gy`` (unit disc)
     scaled to the disc ``|h - w| <= sqrt(2 V l(w, T))``, which holds every minimiser
     (``F(h) >= |h - w|^2 / 2V`` and ``F(w) = l(w, T)``), then :func:`newton` from ``w``
-    and from the ``starts`` best grid points; the lowest local minimum ``h1, h2, F``."""
+    and from the ``starts = best.size`` best grid points; the lowest local minimum
+    ``h1, h2, F``. ``best``, ``at`` (float and int arrays, shape (starts,)) are work space."""
+    starts = best.size
     radius = math.sqrt(2.0 * V * objective(w1, w2, w1, w2, T11, T22, V, s2)[0])
-    best = np.full(starts, np.inf)
-    at = np.zeros(starts, np.int64)
+    best[:] = np.inf
+    at[:] = 0
     for g in range(gx.size):
         f = objective(w1 + radius * gx[g], w2 + radius * gy[g], w1, w2, T11, T22, V, s2)[0]
         j = starts - 1
@@ -199,10 +231,11 @@ def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, starts, iterations):
                 best[j], at[j] = best[j - 1], at[j - 1]
                 j -= 1
             best[j], at[j] = f, g
-    h1, h2, F = newton(w1, w2, w1, w2, T11, T22, V, s2, iterations)
+    h1, h2, F = newton(w1, w2, w1, w2, T11, T22, V, s2, iterations, NEWTON_TOL)
     for j in range(starts):
         if best[j] < np.inf:
-            a, b, f = newton(w1 + radius * gx[at[j]], w2 + radius * gy[at[j]], w1, w2, T11, T22, V, s2, iterations)
+            a, b, f = newton(w1 + radius * gx[at[j]], w2 + radius * gy[at[j]], w1, w2, T11, T22, V, s2, iterations,
+                             NEWTON_TOL)
             if f < F:
                 h1, h2, F = a, b, f
     return h1, h2, F

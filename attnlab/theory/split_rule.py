@@ -18,10 +18,8 @@ difference of the two minima's values, so that the located jump, and with it
 the whole rule, moves continuously with the overlaps) and every piece between
 jumps is integrated with composite Gauss-Legendre in ``u`` (the Gaussian
 weight included), where the integrand is smooth. The loops over lines (scan,
-bisection, sums) are compiled with numba, on the primitives of
-:mod:`attnlab.theory.kernels`, and run on all cores; each parallel loop's body
-is a compiled function of one line (numba compiles such a small parallel loop
-much faster than one with the body inlined).
+bisection, sums) are compiled with numba (serial, without the GIL), on the
+primitives of :mod:`attnlab.theory.kernels`.
 
 Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 """
@@ -34,7 +32,7 @@ import numpy as np
 from scipy.special import logit
 
 from .channel import ChannelMoments, field_scales, proximal, teacher_diagonal
-from .kernels import branch_label, newton, teacher
+from .kernels import branch_label, newton_default, teacher
 from .quadrature import SplitRule, eta_rule, gauss_hermite, gauss_legendre, symmetry_of
 
 __all__ = ["SplitRule", "split_expectations"]
@@ -83,7 +81,7 @@ class _Lines:
         return (xi1, xi2), (e1, e2), (w1, w2), (T11, T22)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     """Fields at ``xi = u n + v n_perp``, teacher noise ``eta``: ``xi1, xi2, w1, w2, T11, T22``
     (``w = sqrt(q) xi + s m``, ``h* = kappa xi + c eta``, ``T`` as in :func:`teacher_diagonal`)."""
@@ -92,11 +90,11 @@ def _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     return xi1, xi2, sq * xi1 + m, sq * xi2 - m, T11, T22
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _fields(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     N = u.size
     xi1, xi2, w1, w2, T11, T22 = np.empty(N), np.empty(N), np.empty(N), np.empty(N), np.empty(N), np.empty(N)
-    for i in numba.prange(N):
+    for i in range(N):
         xi1[i], xi2[i], w1[i], w2[i], T11[i], T22[i] = _field_point(u[i], n1[i], n2[i], v[i], e1[i], e2[i],
                                                                     sq, m, kappa, c, omega, A11, A22)
     return xi1, xi2, w1, w2, T11, T22
@@ -110,33 +108,30 @@ def _scan(lines, rule, V, sigma):
     N = lines.v.size
     _, _, (w1, w2), (T11, T22) = lines.at(np.broadcast_to(us[:, None], (rule.scan, N)))
     h1, h2, _ = proximal(w1[0], w2[0], T11[0], T22[0], V, sigma)
-    H1, H2 = _continue(h1, h2, *(np.ascontiguousarray(a) for a in (w1, w2, T11, T22)), float(V), float(sigma))
-    return us, H1, H2, _label(H1, H2)
+    H1, H2, labels = _continue(h1, h2, *(np.ascontiguousarray(a) for a in (w1, w2, T11, T22)), float(V), float(sigma))
+    return us, H1, H2, labels
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _continue(h1, h2, w1, w2, T11, T22, V, sigma):
     """Minimisers along each line (axis 1) from those at the first point ``h1, h2``
-    (shape (N,)); fields shape (S, N). Returns H1, H2, shape (S, N)."""
+    (shape (N,)); fields shape (S, N). Returns H1, H2 and their branch labels
+    (:func:`~attnlab.theory.kernels.branch_label`), shape (S, N)."""
     S, N = w1.shape
-    H1, H2 = np.empty((S, N)), np.empty((S, N))
+    H1, H2, labels = np.empty((S, N)), np.empty((S, N)), np.empty((S, N))
     sq = sigma * sigma
-    for i in numba.prange(N):
+    for i in range(N):
         H1[0, i], H2[0, i] = h1[i], h2[i]
+        labels[0, i] = branch_label(h1[i], h2[i])
         for k in range(1, S):
             p1, p2 = H1[k - 1, i], H2[k - 1, i]
             best = np.inf
             for a0, b0 in ((w1[k, i], w2[k, i]), (p1, p2), (-p1, -p2)):
-                a, b, f = newton(a0, b0, w1[k, i], w2[k, i], T11[k, i], T22[k, i], V, sq)
+                a, b, f = newton_default(a0, b0, w1[k, i], w2[k, i], T11[k, i], T22[k, i], V, sq)
                 if f < best:
                     best, H1[k, i], H2[k, i] = f, a, b
-    return H1, H2
-
-
-@numba.vectorize(["float64(float64, float64)"], cache=True)
-def _label(h1, h2):
-    """Elementwise :func:`~attnlab.theory.kernels.branch_label`."""
-    return branch_label(h1, h2)
+            labels[k, i] = branch_label(H1[k, i], H2[k, i])
+    return H1, H2, labels
 
 
 def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
@@ -163,7 +158,7 @@ def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
     return jumps
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22, V, sigma, steps):
     """Bisection on the branch label between ``a`` (label ``label``, minimiser
     ``a1, a2``) and ``b`` (minimiser ``b1, b2``), Newton from the minimisers
@@ -173,20 +168,20 @@ def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, ome
     which makes the root a continuous function of the overlaps (the midpoint
     would move in steps of the bracket width); else the midpoint."""
     root = np.empty(a.size)
-    for j in numba.prange(a.size):
+    for j in range(a.size):
         root[j] = _bisect_at(a[j], b[j], a1[j], a2[j], b1[j], b2[j], label[j], n1[j], n2[j], v[j], e1[j], e2[j],
                              sq, m, kappa, c, omega, A11, A22, V, sigma * sigma, steps)
     return root
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bisect_at(lo, hi, l1, l2, r1, r2, label, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22, V, s2, steps):
     """:func:`_bisect` for one bracket (``s2 = sigma^2``)."""
     for _ in range(steps):
         x = 0.5 * (lo + hi)
         _, _, w1, w2, T11, T22 = _field_point(x, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-        h1, h2, F = newton(l1, l2, w1, w2, T11, T22, V, s2)
-        g1, g2, G = newton(r1, r2, w1, w2, T11, T22, V, s2)
+        h1, h2, F = newton_default(l1, l2, w1, w2, T11, T22, V, s2)
+        g1, g2, G = newton_default(r1, r2, w1, w2, T11, T22, V, s2)
         if G < F:
             h1, h2 = g1, g2
         if branch_label(h1, h2) == label:
@@ -197,18 +192,18 @@ def _bisect_at(lo, hi, l1, l2, r1, r2, label, n1, n2, v, e1, e2, sq, m, kappa, c
     right = branch_label(r1, r2)
     if label != 0.0 and right == -label:  # a jump between mirror minima
         _, _, w1, w2, T11, T22 = _field_point(lo, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-        _, _, Fl_lo = newton(l1, l2, w1, w2, T11, T22, V, s2)
-        g1, g2, Fr_lo = newton(r1, r2, w1, w2, T11, T22, V, s2)
+        _, _, Fl_lo = newton_default(l1, l2, w1, w2, T11, T22, V, s2)
+        g1, g2, Fr_lo = newton_default(r1, r2, w1, w2, T11, T22, V, s2)
         _, _, w1, w2, T11, T22 = _field_point(hi, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-        _, _, Fr_hi = newton(r1, r2, w1, w2, T11, T22, V, s2)
-        k1, k2, Fl_hi = newton(l1, l2, w1, w2, T11, T22, V, s2)
+        _, _, Fr_hi = newton_default(r1, r2, w1, w2, T11, T22, V, s2)
+        k1, k2, Fl_hi = newton_default(l1, l2, w1, w2, T11, T22, V, s2)
         d_lo, d_hi = Fl_lo - Fr_lo, Fl_hi - Fr_hi
         if branch_label(g1, g2) == right and branch_label(k1, k2) == label and d_lo < 0.0 < d_hi:
             root = lo + (hi - lo) * d_lo / (d_lo - d_hi)
     return root
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _integrate(fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, sq, m, kappa, c, omega, A11, A22,
                V, sigma):
     """The weighted sums of the hat updates along every line (one compiled loop:
@@ -227,13 +222,13 @@ def _integrate(fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, 
     parts = np.zeros((N, 5))
     count = np.zeros(N, np.int64)
     H1, H2, lab = np.ascontiguousarray(H1.T), np.ascontiguousarray(H2.T), np.ascontiguousarray(lab.T)  # (N, S)
-    for i in numba.prange(N):
+    for i in range(N):
         count[i] = _line_sums(parts[i], fixed, jumps[i], x, wl, us, H1[i], H2[i], lab[i], n1[i], n2[i], v[i], e1[i],
                               e2[i], weight[i], sq, m, kappa, c, omega, A11, A22, V, sigma)
     return parts, count
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, sq, m, kappa, c, omega, A11,
                A22, V, sigma):
     """Adds one line's weighted sums to ``acc`` (shape (5,)); returns its number of nodes.
@@ -243,7 +238,8 @@ def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, wei
     s2 = sigma * sigma
     norm = 1.0 / math.sqrt(2.0 * math.pi)
     brk = np.empty(fixed.size + jumps.size)  # fixed and the jumps (unused: u_max), sorted by insertion
-    brk[:fixed.size] = fixed
+    for j in range(fixed.size):  # (not a slice assignment: numba compiles its error message for seconds)
+        brk[j] = fixed[j]
     for j in range(jumps.size):
         t = jumps[j] if math.isfinite(jumps[j]) else u_max
         at = fixed.size + j
@@ -274,12 +270,12 @@ def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, wei
             u = lo + 0.5 * (x[q] + 1.0) * (hi - lo)
             wt = 0.5 * wl[q] * (hi - lo) * math.exp(-0.5 * u * u) * norm * weight
             xi1, xi2, w1, w2, T11, T22 = _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-            h1, h2, F = newton(p1, p2, w1, w2, T11, T22, V, s2)
-            a, bb, f = newton(w1, w2, w1, w2, T11, T22, V, s2)
+            h1, h2, F = newton_default(p1, p2, w1, w2, T11, T22, V, s2)
+            a, bb, f = newton_default(w1, w2, w1, w2, T11, T22, V, s2)
             if f < F:
                 h1, h2, F = a, bb, f
             if branch_label(h1, h2) != lab[k]:  # the mirror minimum, if the branch label says so
-                a, bb, f = newton(-p1, -p2, w1, w2, T11, T22, V, s2)
+                a, bb, f = newton_default(-p1, -p2, w1, w2, T11, T22, V, s2)
                 if f < F:
                     h1, h2, F = a, bb, f
             f1, f2 = (h1 - w1) / V, (h2 - w2) / V

@@ -8,6 +8,8 @@ global minimum falls below that of the best linear positional model.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +17,7 @@ import scipy.optimize
 
 from ..params import (BRANCHES, DEFAULT_ALPHA_MAX, DEFAULT_XTOL, ModelParams, check_choice, check_in_range, check_int,
                       check_params, check_positive, check_tolerance)
-from .branches import BranchFollower, continuable
+from .branches import BranchFollower, continuable, solve_side_by_side
 from .channel import teacher_diagonal
 from .equations import DEFAULT_MINIMIZER, MINIMIZERS, check_quadrature, check_se_params
 from .quadrature import Quadrature, gauss_hermite
@@ -257,9 +259,11 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
                     minimizer: str | None = None) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
 
-    The roots are bracketed on the grid, from its top, with the cheap split rule
-    (:meth:`~attnlab.theory.quadrature.SplitRule.fast`), then refined with ``quad``
-    by pairs ``x +- xtol/2`` around them (warm-started from the cheap stage).
+    The roots are bracketed on the grid, from its top, with the cheap rules
+    (:meth:`~attnlab.theory.quadrature.Quadrature.cheap`), then refined with ``quad``
+    by pairs ``x +- xtol/2`` around them (warm-started from the cheap stage). The two
+    branches are solved side by side in two threads (the same results as one after
+    the other).
 
     Parameters
     ----------
@@ -306,37 +310,46 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
     stages = [quad] if cheap == quad else [cheap, quad]
     alpha_c = alpha_l = float("nan")
     sem = pos = None
-    for k, rule in enumerate(stages):
-        sem = BranchFollower(params, "semantic", rule, tol, warm_from=sem, quiet=True, minimizer=minimizer)
-        pos = BranchFollower(params, "positional", rule, tol, warm_from=pos, quiet=True, minimizer=minimizer)
-        # only where both are converged fixed points and the semantic one has
-        # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
-        exists = lambda a: continuable(sem(a))
-        gap = lambda a: (sem(a).eps_t - pos(a).eps_t) if exists(a) and pos(a).converged else np.nan
-        above_lin = lambda a: sem(a).eps_g - eps_lin if sem(a).converged else np.nan
-        if k == 0:  # from the top: warm starts from the developed branches; stop where the semantic one ends
-            alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a))
-        elif not np.isnan(alpha_c):
-            alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
-        if np.isnan(alpha_c):
-            alpha_l = float("nan")
-        elif sem(alpha_c).eps_g < eps_lin:
-            alpha_l = alpha_c
-        elif k == 0:
-            alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
-        elif not np.isnan(alpha_l):
-            alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="attnlab-positional") as pool:
+        for k, rule in enumerate(stages):
+            sem = BranchFollower(params, "semantic", rule, tol, warm_from=sem, quiet=True, minimizer=minimizer)
+            pos = BranchFollower(params, "positional", rule, tol, warm_from=pos, quiet=True, minimizer=minimizer)
+            # only where both are converged fixed points and the semantic one has
+            # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
+            exists = lambda a: continuable(sem(a))
+            gap = functools.partial(_gap, sem, pos, pool)
+            above_lin = lambda a: sem(a).eps_g - eps_lin if sem(a).converged else np.nan
+            if k == 0:  # from the top: warm starts from the developed branches; stop where the semantic one ends
+                alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a))
+            elif not np.isnan(alpha_c):
+                alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
+            if np.isnan(alpha_c):
+                alpha_l = float("nan")
+            elif sem(alpha_c).eps_g < eps_lin:
+                alpha_l = alpha_c
+            elif k == 0:
+                alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
+            elif not np.isnan(alpha_l):
+                alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params,
                       minimizer=minimizer, alpha_min=float(grid[0]), alpha_max=float(alpha_max))
 
 
-def _share_cores(workers: int) -> None:
-    """Worker initializer: this process's share of the cores for the compiled proximal kernels."""
-    import os
-
-    import numba
-
-    numba.set_num_threads(max(1, min(numba.config.NUMBA_NUM_THREADS, (os.cpu_count() or 1) // workers)))
+def _gap(sem: BranchFollower, pos: BranchFollower, pool, alpha: float) -> float:
+    """``eps_t`` of the semantic minus the positional branch at ``alpha`` (``nan`` unless the
+    semantic fixed point is continuable and the positional one converged). The positional
+    branch is solved in ``pool`` beside the semantic one, and remembered only where the
+    gap needs it, so that both followers see the calls of a sequential evaluation."""
+    if alpha in sem.solved:
+        s = sem(alpha)
+        p = pos(alpha) if continuable(s) else None
+    else:
+        s, p = solve_side_by_side(lambda: sem(alpha), lambda: pos.peek(alpha), pool)
+        if continuable(s):
+            pos.solved.setdefault(alpha, p)
+    if not continuable(s):
+        return np.nan
+    return s.eps_t - p.eps_t if p.converged else np.nan
 
 
 def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bool = False,
@@ -379,8 +392,7 @@ def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bo
 
 def map_transitions(cases, *, workers: int = 1, progress: bool = False, **kwargs) -> list[Transition]:
     """:func:`find_transition` for each parameter set of ``cases``, in this process
-    (``workers == 1``) or in a pool of ``workers`` spawned processes (each with its
-    share of the cores for the compiled kernels).
+    (``workers == 1``) or in a pool of ``workers`` spawned processes.
 
     Parameters
     ----------
@@ -400,8 +412,6 @@ def map_transitions(cases, *, workers: int = 1, progress: bool = False, **kwargs
     TypeError, ValueError
         As :func:`find_transition`, for any case, before any solve.
     """
-    import concurrent.futures
-    import functools
     import multiprocessing
 
     from tqdm.auto import tqdm
@@ -413,6 +423,5 @@ def map_transitions(cases, *, workers: int = 1, progress: bool = False, **kwargs
     bar = dict(total=len(cases), desc="phase diagram", disable=not progress, leave=False)
     if workers == 1:
         return [solve(c) for c in tqdm(cases, **bar)]
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=_share_cores, initargs=(workers,)) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(tqdm(pool.map(solve, cases), **bar))
