@@ -1,6 +1,7 @@
 """State evolution against independent computations: brute-force proximal
 search, finite differences, 2-D integrals, and gradient descent at finite d."""
 import json
+import os
 import subprocess
 import sys
 
@@ -438,3 +439,40 @@ def test_followed_eps_t_equals_the_direct_training_loss():
         h1, h2, _ = descend(w1, w2, T11, T22, ov.V, P0.sigma, start=initial_fields(ov, P0, branch, nodes))
         direct = alpha * np.mean(loss(h1, h2, T11, T22, P0.sigma)) + P0.lam * res.qnorm / 2
         assert res.eps_t == pytest.approx(direct, rel=3e-3), (alpha, branch)
+
+
+def test_node_loops_on_all_cores_equal_one_serial_call(monkeypatch):
+    """over_nodes cuts the nodes into chunks for a thread pool: every output equals the
+    serial kernel's bit for bit, whatever the number of threads."""
+    import attnlab.theory.kernels as kernels
+    from attnlab.theory.channel import descend
+    rng = np.random.default_rng(5)
+    w1, w2, s1, s2 = rng.normal(0, 0.8, (4, 30_000))
+    T11, T22 = rng.uniform(0.2, 0.9, (2, 30_000))
+    serial = kernels.multistart_newton(s1[None], s2[None], w1, w2, T11, T22, 12.0, 0.5, 60, kernels.NEWTON_TOL)
+    for n in (2, 3, 8):
+        monkeypatch.setattr(kernels, "threads", lambda n=n: n)
+        for a, b in zip(descend(w1, w2, T11, T22, 12.0, 0.5, start=(s1, s2)), serial):
+            assert np.array_equal(a, b)
+        h1, h2, M = proximal(w1[:3000], w2[:3000], T11[:3000], T22[:3000], 12.0, 0.5)
+        monkeypatch.setattr(kernels, "threads", lambda: 1)
+        assert all(np.array_equal(a, b) for a, b in zip((h1, h2, M), proximal(w1[:3000], w2[:3000], T11[:3000],
+                                                                              T22[:3000], 12.0, 0.5)))
+
+
+def test_fixed_point_does_not_depend_on_threads_or_fork():
+    """The same fixed point, bit for bit, with one thread (NUMBA_NUM_THREADS=1), with all
+    cores, and in a child forked after the thread pool exists (it must not hang)."""
+    code = ("import json, multiprocessing as mp; from attnlab import ModelParams; "
+            "from attnlab.theory import Quadrature, solve_state_evolution as s\n"
+            "def f(a): return s(ModelParams(), a, 'positional', quad=Quadrature.fast(), minimizer='global').to_dict()\n"
+            "here = f(1.0)\n"
+            "with mp.get_context('fork').Pool(1) as p: child = p.map(f, [1.0])[0]\n"
+            "print(json.dumps([here, child]))")
+    results = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                             check=True)
+        results += json.loads(out.stdout)
+    assert all(r == results[0] for r in results), results

@@ -117,14 +117,21 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
     w1, w2, T11, T22 = (v.ravel() for v in (w1, w2, T11, T22))
     if warm is None:
         gx, gy = _polar_grid(*grid)
-        h1, h2, F = kernels.global_search(gx, gy, w1, w2, T11, T22, float(V), float(sigma), int(starts),
-                                          int(iterations))
+        h1, h2, F = kernels.over_nodes(kernels.global_search, (gx, gy, w1, w2, T11, T22, float(V), float(sigma),
+                                                               int(starts), int(iterations)),
+                                       (None, None, 0, 0, 0, 0, None, None, None, None), (0, 0, 0), w1.size, 256)
     else:
         p1, p2 = (np.asarray(v, dtype=float).ravel() for v in warm)
-        s1, s2 = np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2])
-        h1, h2, F = kernels.multistart_newton(s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations),
-                                              kernels.NEWTON_TOL)
+        h1, h2, F = _multistart(np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2]), w1, w2, T11, T22, V, sigma,
+                                iterations)
     return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
+
+
+def _multistart(s1, s2, w1, w2, T11, T22, V, sigma, iterations):
+    """:func:`~attnlab.theory.kernels.multistart_newton` on all cores."""
+    args = (s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations), kernels.NEWTON_TOL)
+    return kernels.over_nodes(kernels.multistart_newton, args, (1, 1, 0, 0, 0, 0, None, None, None, None),
+                              (0, 0, 0), w1.size, 4096)
 
 
 def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int = 60):
@@ -156,8 +163,7 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
     """
     w1, w2, T11, T22, s1, s2 = (np.ascontiguousarray(v, dtype=float).ravel()
                                 for v in np.broadcast_arrays(w1, w2, T11, T22, *start))
-    return kernels.multistart_newton(s1[None], s2[None], w1, w2, T11, T22, float(V), float(sigma), int(iterations),
-                                     kernels.NEWTON_TOL)
+    return _multistart(s1[None], s2[None], w1, w2, T11, T22, V, sigma, iterations)
 
 
 def moreau_envelope(w1, w2, T11, T22, V: float, sigma: float, **kw) -> np.ndarray:

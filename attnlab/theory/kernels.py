@@ -15,13 +15,14 @@ Loops over quadrature nodes (arrays of shape (N,) in):
   :func:`multistart_newton` (the lowest local minimum from several starts per node),
   :func:`global_search` (the global minimiser: a polar grid, then Newton).
 
-Every kernel is serial and releases the GIL (``nogil``): independent solves (the
-two branches, several ``omega``) run side by side in threads or processes, which
-keeps their speed under a competing load (a parallel loop waits for its slowest
-thread) and keeps the first compilation short (in a fresh process with an empty
-numba cache about 2.5 s for the followed minimiser's kernels and 5 s more for
-the split rule's, ``benchmarks/bench_cold_start.py``). Results do not depend on
-the number of cores.
+Every kernel is serial and releases the GIL (``nogil``). :func:`over_nodes` runs
+a loop over nodes on all cores: the nodes are cut into chunks that a pool of
+threads takes in turn, so a core lost to another process slows the loop by its
+share only (numba's parallel loops wait for their slowest thread), and no
+parallel loop has to be compiled (in a fresh process with an empty numba cache
+the followed minimiser's kernels compile in about 2.5 s, the split rule's in 5 s
+more, ``benchmarks/bench_cold_start.py``). Every node is computed as by one
+serial call, so results do not depend on the number of cores.
 
 Notation: ``h`` the student preactivations, ``w`` the student field, ``T11, T22``
 the diagonal of the teacher attention, ``V`` the proximal scale, ``s2 = sigma^2``;
@@ -32,13 +33,16 @@ The NumPy versions for users are in :mod:`attnlab.theory.channel`.
 from __future__ import annotations
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 
 __all__ = ["NEWTON_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher", "newton", "newton_default",
-           "branch_label",
-           "mean_loss", "multistart_newton", "global_search", "global_search_at"]
+           "branch_label", "mean_loss", "multistart_newton", "global_search", "global_search_at", "threads",
+           "over_nodes"]
 
 #: Newton's default iteration budget and relative step tolerance (:func:`newton_default`).
 NEWTON_ITERATIONS = 40
@@ -239,3 +243,78 @@ def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, iterations, best, at):
             if f < F:
                 h1, h2, F = a, b, f
     return h1, h2, F
+
+
+# ----------------------------------------------------------------------------- all cores
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def threads() -> int:
+    """Threads of :func:`over_nodes`: ``NUMBA_NUM_THREADS`` (its default: the cores) or
+    ``numba.set_num_threads`` in the calling thread, at most the cores this process may
+    run on (so a sweep worker with ``NUMBA_NUM_THREADS=1`` stays on one core)."""
+    n = min(numba.config.NUMBA_NUM_THREADS, numba.get_num_threads())
+    if hasattr(os, "sched_getaffinity"):
+        n = min(n, len(os.sched_getaffinity(0)))
+    return max(1, n)
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers != workers:
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="attnlab-kernels")
+        return _pool
+
+
+def _forget_pool() -> None:  # a forked child has none of the parent's threads
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _cut(a, axis, lo, hi):
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(lo, hi)
+    return np.ascontiguousarray(a[tuple(index)])
+
+
+def over_nodes(kernel, args, axes, out_axes, n: int, min_chunk: int):
+    """``kernel(*args)`` computed on chunks of the ``n`` nodes in :func:`threads` threads.
+
+    Parameters
+    ----------
+    kernel : numba function
+        A loop over nodes whose outputs at a node depend only on its inputs at that node.
+    args : sequence
+        Its arguments.
+    axes : sequence of int or None
+        For each argument, its node axis (``None``: the same for every node).
+    out_axes : sequence of int
+        For each output array, its node axis.
+    n : int
+        Number of nodes.
+    min_chunk : int
+        Fewest nodes per chunk (below ``2 min_chunk`` nodes, one serial call).
+
+    Returns
+    -------
+    tuple of ndarray
+        As ``kernel(*args)``: the chunks' outputs concatenated along ``out_axes``.
+    """
+    workers = threads()
+    chunks = min(4 * workers, n // max(1, min_chunk)) if workers > 1 else 1
+    if chunks <= 1:
+        return kernel(*args)
+    edges = np.linspace(0, n, chunks + 1).astype(np.int64)
+
+    def run(lo, hi):
+        return kernel(*(a if ax is None else _cut(a, ax, lo, hi) for a, ax in zip(args, axes)))
+
+    parts = list(_executor(workers).map(run, edges[:-1], edges[1:]))
+    return tuple(np.concatenate([p[i] for p in parts], axis=ax) for i, ax in enumerate(out_axes))

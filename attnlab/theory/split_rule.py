@@ -32,7 +32,7 @@ import numpy as np
 from scipy.special import logit
 
 from .channel import ChannelMoments, field_scales, proximal, teacher_diagonal
-from .kernels import branch_label, newton_default, teacher
+from .kernels import branch_label, newton_default, over_nodes, teacher
 from .quadrature import SplitRule, eta_rule, gauss_hermite, gauss_legendre, symmetry_of
 
 __all__ = ["SplitRule", "split_expectations"]
@@ -108,7 +108,8 @@ def _scan(lines, rule, V, sigma):
     N = lines.v.size
     _, _, (w1, w2), (T11, T22) = lines.at(np.broadcast_to(us[:, None], (rule.scan, N)))
     h1, h2, _ = proximal(w1[0], w2[0], T11[0], T22[0], V, sigma)
-    H1, H2, labels = _continue(h1, h2, *(np.ascontiguousarray(a) for a in (w1, w2, T11, T22)), float(V), float(sigma))
+    args = (h1, h2, *(np.ascontiguousarray(a) for a in (w1, w2, T11, T22)), float(V), float(sigma))
+    H1, H2, labels = over_nodes(_continue, args, (0, 0, 1, 1, 1, 1, None, None), (1, 1, 1), N, 64)
     return us, H1, H2, labels
 
 
@@ -321,8 +322,10 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMom
     # phi(u) g(u) is smooth on every panel.
     fixed = np.linspace(-rule.u_max, rule.u_max, int(np.ceil(2 * rule.u_max / rule.panel)) + 1)
     x, wl = gauss_legendre(rule.order_u)
-    parts, count = _integrate(fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v,
-                             lines.eta1, lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
+    args = (fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v, lines.eta1,
+            lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
+    axes = (None, 0, None, None, None, 1, 1, 1, 0, 0, 0, 0, 0, 0) + (None,) * 9
+    parts, count = over_nodes(_integrate, args, axes, (0, 0), lines.v.size, 32)
     sums = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), parts.sum(axis=0)))
     return ChannelMoments.from_sums(sums, lines.symmetry.odd, nodes=int(count.sum()),
                                     jumps=int(np.isfinite(jumps).sum()))
