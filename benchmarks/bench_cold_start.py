@@ -11,7 +11,9 @@ imports included), the imports, each solve, and the numba compilation time per
 top-level kernel (numba's compile events), median over ``--repeats`` rounds, with
 the load average before and after (the machine may be shared).
 
-Run: ``python benchmarks/bench_cold_start.py [--repeats 3]``.
+``--against DIR`` measures another checkout (e.g. the previous commit) in the same run.
+
+Run: ``python benchmarks/bench_cold_start.py [--repeats 3] [--against DIR]``.
 """
 import argparse
 import json
@@ -21,6 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, sys, time
@@ -52,11 +57,11 @@ print(json.dumps(out))
 """
 
 
-def run_child(cache_dir: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+def run_child(cache_dir: str, code: Path) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=str(code))
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-c", CHILD, repr(t0)], env=env, capture_output=True, text=True,
-                          check=True)
+                          check=True, cwd=tempfile.gettempdir())  # (not this folder: it would come first on sys.path)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process"] = time.time() - t0
     return out
@@ -65,17 +70,26 @@ def run_child(cache_dir: str) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--against", type=Path, default=None, help="another checkout, measured in the same run")
     args = ap.parse_args()
+    codes = [("this tree", ROOT)] + ([("against " + str(args.against), args.against.resolve())] if args.against else [])
     load = os.getloadavg()
-    rows = []
+    rows = {name: [] for name, _ in codes}
     for _ in range(args.repeats):
-        with tempfile.TemporaryDirectory(prefix="attnlab-numba-") as cache:
-            cold = run_child(cache)
-            warm = run_child(cache)
-        rows.append((cold, warm))
-    med = lambda f: statistics.median(f(c, w) for c, w in rows)
+        for name, code in codes:
+            with tempfile.TemporaryDirectory(prefix="attnlab-numba-") as cache:
+                cold = run_child(cache, code)
+                warm = run_child(cache, code)
+            rows[name].append((cold, warm))
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); "
           f"median of {args.repeats} rounds; every process started fresh")
+    for name, _ in codes:
+        print(f"== {name}")
+        report(rows[name])
+
+
+def report(rows):
+    med = lambda f: statistics.median(f(c, w) for c, w in rows)
     print(f"{'':32s} {'empty cache':>12s} {'warm cache':>12s}")
     print(f"{'imports (from process start)':32s} {med(lambda c, w: c['imports']):11.2f}s "
           f"{med(lambda c, w: w['imports']):11.2f}s")

@@ -20,6 +20,8 @@ Tasks (paper parameters, omega = 0.3):
 * ``attnlab transition --omega 0.3 --json`` end to end (a new process each time,
   imports included).
 
+``--competitor solver`` replaces the busy loop by a process that solves fixed points in
+a loop with the code under test (a sweep worker beside the user's session).
 ``--against DIR`` also times another checkout (e.g. the previous commit,
 ``git worktree add /tmp/old HEAD~3``) in the same run, with the same competitor.
 
@@ -31,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,20 +88,29 @@ def timed_task(task: str, code: Path, inner: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(code))
     if task == "cli-transition":
         t = time.perf_counter()
-        subprocess.run(CLI, env=env, capture_output=True, check=True)
+        subprocess.run(CLI, env=env, capture_output=True, check=True, cwd=tempfile.gettempdir())
         return dict(seconds=time.perf_counter() - t, points=None)
     out = subprocess.run([sys.executable, "-c", TASK, task, str(inner)], env=env, capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=tempfile.gettempdir())  # (not this folder: it would come first on sys.path)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(task, code, repeats, inner):
+COMPETITORS = {
+    "busy-loop": "while True: pass",
+    # another state-evolution process (e.g. a sweep worker), of the same code
+    "solver": ("import warnings; warnings.simplefilter('ignore'); from attnlab import ModelParams; "
+               "from attnlab.theory import solve_state_evolution as s\nwhile True: s(ModelParams(), 1.0, 'positional')"),
+}
+
+
+def measure(task, code, repeats, inner, competitor_code):
     idle, loaded = [], []
     for _ in range(repeats):
         idle.append(timed_task(task, code, inner))
-        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        competitor = subprocess.Popen([sys.executable, "-c", competitor_code], env=dict(os.environ, PYTHONPATH=str(code)),
+                                      cwd=tempfile.gettempdir())
         try:
-            time.sleep(0.5)
+            time.sleep(3.0)  # (its imports and first solve)
             loaded.append(timed_task(task, code, inner))
         finally:
             competitor.kill()
@@ -112,18 +124,24 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="skip the alpha in [0.1, 3] continuation")
     ap.add_argument("--against", type=Path, default=None, help="another checkout to time in the same run")
+    ap.add_argument("--competitor", choices=sorted(COMPETITORS), default="busy-loop",
+                    help="busy-loop: one CPU-bound python process; solver: a process solving fixed points in a loop "
+                         "with the code under test")
+    ap.add_argument("--tasks", default=None, help="comma-separated subset of the tasks")
     args = ap.parse_args()
     tasks = [("fixed-point", 3), ("fixed-point-global", 3), ("transition", 1), ("continuation-1-2", 1),
              ("continuation-0.1-3", 1), ("cli-transition", 1)]
     if args.quick:
         tasks = [t for t in tasks if t[0] != "continuation-0.1-3"]
+    if args.tasks:
+        tasks = [t for t in tasks if t[0] in args.tasks.split(",")]
     codes = [("this tree", ROOT)] + ([("against", args.against.resolve())] if args.against else [])
     print(f"load average before: {os.getloadavg()} ({os.cpu_count()} cores); {args.repeats} rounds, medians; "
-          "'loaded' = beside one CPU-bound python process started here")
+          f"'loaded' = beside one competing process started here ({args.competitor})")
     print(f"{'task':24s} {'code':10s} {'idle':>9s} {'loaded':>9s} {'ratio':>6s}")
     for task, inner in tasks:
         for name, code in codes:
-            idle, loaded, points = measure(task, code, args.repeats, inner)
+            idle, loaded, points = measure(task, code, args.repeats, inner, COMPETITORS[args.competitor])
             extra = f"   {points / idle:5.1f} / {points / loaded:5.1f} fixed points per s" if points else ""
             print(f"{task:24s} {name:10s} {idle:8.2f}s {loaded:8.2f}s {loaded / idle:6.2f}{extra}", flush=True)
     print(f"load average after: {os.getloadavg()}")
