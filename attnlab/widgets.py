@@ -37,7 +37,7 @@ __all__ = ["fast_quadrature", "SEExplorerState", "solve_both_branches", "se_expl
 
 
 def fast_quadrature():
-    """The cheap quadrature used for interactive solves (:meth:`attnlab.theory.Quadrature.fast`).
+    """The cheap quadrature used for interactive solves (:meth:`attnlab.theory.quadrature.Quadrature.fast`).
 
     The split rule at low orders: 0.1-0.3 s per fixed point, with an
     integration error of order 1e-3 on the overlaps (the default

@@ -287,7 +287,7 @@ class BranchFollower:
     quiet : bool
         No :class:`~attnlab.theory.solver.ConvergenceWarning`, and where every
         attempt raises :class:`~attnlab.theory.solver.StateEvolutionError` (e.g.
-        where the branch ends) the point is :meth:`SEResult.failed` (NaN
+        where the branch ends) the point is :meth:`~attnlab.theory.solver.SEResult.failed` (NaN
         observables, ``converged=False``) instead of the error.
     warm_from : BranchFollower, optional
         Another follower (e.g. with a cheaper rule) whose results also serve as warm starts.

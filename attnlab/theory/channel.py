@@ -28,7 +28,7 @@ from scipy.special import expit
 from . import kernels
 from .quadrature import eta_rule, symmetry_of, tensor_rule
 
-__all__ = ["SIGNS", "teacher_diagonal", "loss", "proximal", "descend", "moreau_envelope", "in_domain",
+__all__ = ["SIGNS", "MOMENTS", "teacher_diagonal", "loss", "proximal", "descend", "moreau_envelope", "in_domain",
            "field_scales", "fields", "ChannelMoments", "moments_from_samples", "gauss_hermite_expectations"]
 
 #: Signs ``s_l`` of the positional encodings ``p_l = s_l 1_d / sqrt(d)``.

@@ -132,7 +132,7 @@ class AttentionChannel:
     fine : bool
         Which rule of ``quad``: the final one (``True``: the split rule, or the
         followed minimiser's ``quad.qmc``) or the coarse one (``False``: tensor
-        Gauss-Hermite, or :meth:`QMCRule.fast`).
+        Gauss-Hermite, or :meth:`~attnlab.theory.quadrature.QMCRule.fast`).
     symmetry : Symmetry
         Fixes the folded node set and the expectations that vanish (kept fixed, so
         that the node set and the warm starts of the coarse rule stay fixed).

@@ -46,8 +46,9 @@ __all__ = ["NEWTON_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher",
            "branch_label", "mean_loss", "multistart_newton", "global_search", "global_search_at", "threads",
            "over_nodes"]
 
-#: Newton's default iteration budget and relative step tolerance (:func:`newton_default`).
+#: Newton's default iteration budget (:func:`newton_default`).
 NEWTON_ITERATIONS = 40
+#: Newton's default relative step tolerance (:func:`newton_default`).
 NEWTON_TOL = 1e-10
 
 
