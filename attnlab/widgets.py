@@ -23,7 +23,6 @@ from __future__ import annotations
 import html
 import io
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,14 +30,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .params import ModelParams
-from .plots import COLORS, plot_attention_matrix, plot_branch_bars
+from .plots import plot_attention_matrix, plot_branch_bars
 
 __all__ = ["fast_quadrature", "SEExplorerState", "solve_both_branches", "se_explorer_figure",
            "se_explorer", "teacher_explorer", "LiveFigure"]
 
 
 def fast_quadrature():
-    """The cheap quadrature used for interactive solves (:meth:`~attnlab.theory.state_evolution.Quadrature.fast`).
+    """The cheap quadrature used for interactive solves (:meth:`attnlab.theory.quadrature.Quadrature.fast`).
 
     The split rule at low orders: 0.1-0.3 s per fixed point, with an
     integration error of order 1e-3 on the overlaps (the default
@@ -223,12 +222,13 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
                         quad=None, tol: float = 1e-6) -> SEExplorerState:
     """State-evolution fixed points on both branches at one ``alpha``.
 
-    Each branch is warm-started from ``state.warm`` when available (and solved
-    from its default start if the warm start does not converge). Where the cheap
-    rule does not converge at all (e.g. the positional branch at ``sigma = 0.6``,
-    ``alpha = 0.5``, near where that branch ends), the branch is solved again with
-    the accurate default rule (0.2-0.3 s more; ``result.quadrature`` says which
-    rule was used). A result that still has ``converged=False`` is returned as it is.
+    Each branch is solved by the policy of :mod:`attnlab.theory.branches`
+    (:func:`~attnlab.theory.branches.solve_on_branch`): a warm start from
+    ``state.warm``, then the default starts, then, where the cheap rule reaches
+    no fixed point on the branch (e.g. the positional branch near where it ends),
+    the default starts with the accurate default rule (0.2-0.3 s more;
+    ``result.quadrature`` says which rule was used). A result that still has
+    ``converged=False`` is returned as it is.
 
     Parameters
     ----------
@@ -253,36 +253,36 @@ def solve_both_branches(params: ModelParams, alpha: float, state: SEExplorerStat
     TypeError, ValueError
         Invalid ``params``, ``alpha``, ``quad`` or ``tol`` (before any solve).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from .params import check_params, check_positive, check_tolerance
-    from .theory import ConvergenceWarning, Quadrature, StateEvolutionError, linear_baseline_error, solve_state_evolution
-    from .theory.solver import check_quadrature
+    from .theory import Quadrature, StateEvolutionError, linear_baseline_error
+    from .theory.branches import continuable, solve_on_branch, solve_side_by_side
+    from .theory.equations import check_quadrature
 
     check_params(params)
     alpha = check_positive("alpha", alpha)
     tol = check_tolerance("tol", tol)
     state = SEExplorerState() if state is None else state
     quad = fast_quadrature() if quad is None else check_quadrature(quad)
-    for branch in ("positional", "semantic"):
-        # warm start, cold start, then the accurate rule: the first converged result is kept
-        attempts = [dict(init=state.warm[branch], quad=quad)] if branch in state.warm else []
-        attempts += [dict(quad=quad)] + ([dict(quad=Quadrature())] if quad != Quadrature() else [])
-        res, failure = None, None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            for kw in attempts:
-                try:
-                    res = solve_state_evolution(params, alpha, branch, tol=tol, **kw)
-                except (StateEvolutionError, FloatingPointError) as exc:
-                    failure = exc
-                    continue
-                if res.converged:
-                    break
-        state.results[branch] = res
+
+    def solve(branch):  # the result, or the error as a string
+        try:
+            return solve_on_branch(params, alpha, branch, near=state.warm.get(branch), quad=quad,
+                                   fallback=Quadrature(), tol=tol, quiet=True)
+        except (StateEvolutionError, FloatingPointError) as exc:
+            return f"no fixed point found on the {branch} branch: {exc}"
+
+    branches = ("positional", "semantic")
+    with ThreadPoolExecutor(1) as pool:  # the two branches side by side (the kernels release the GIL)
+        outcomes = solve_side_by_side(lambda: solve(branches[0]), lambda: solve(branches[1]), pool)
+    for branch, res in zip(branches, outcomes):
         state.errors.pop(branch, None)
-        if res is None:
-            state.errors[branch] = f"no fixed point found on the {branch} branch: {failure}"
+        if isinstance(res, str):
+            state.errors[branch], res = res, None
             state.warm.pop(branch, None)  # (the warm start is what may have led astray)
-        elif res.converged and not res.collapsed:
+        state.results[branch] = res
+        if res is not None and continuable(res):
             state.warm[branch] = res  # its overlaps, and its Jacobian where the parameters are unchanged
     state.eps_g_linear = linear_baseline_error(params)
     return state
@@ -373,7 +373,7 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
                    alpha=_slider("α = n/d", alpha, 0.2, 3.0, 0.05, name="alpha"))
     ModelParams(A=A)  # an invalid A or quad fails here, not at the first draw
     if quad is not None:
-        from .theory.solver import check_quadrature
+        from .theory.equations import check_quadrature
 
         check_quadrature(quad)
 
@@ -434,6 +434,3 @@ def teacher_explorer(omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A=No
                       "move a slider to redraw the teacher's attention matrix")
     return live.show() if show else live
 
-
-# The colour convention, importable from here too (for legends of custom figures).
-BRANCH_COLORS = {k: COLORS[k] for k in ("positional", "semantic", "linear")}

@@ -22,7 +22,8 @@ from scipy.special import expit
 
 from attnlab import ModelParams
 from attnlab.theory import Quadrature, find_transition, phase_diagram, solve_state_evolution
-from attnlab.theory.state_evolution import Overlaps, gauss_hermite_expectations
+from attnlab.theory import Overlaps
+from attnlab.theory.channel import gauss_hermite_expectations
 
 
 def reference_expectations(ov, params, order_xi, order_eta):
@@ -111,7 +112,7 @@ def compare_reference(p):
     ref, t_ref = timed(reference_expectations, ov, p, 6, 4)
     # f_s vanishes by symmetry on this (m = 0) point: compare on the scale of each quantity
     # where it is non-zero, and in absolute terms for f_s.
-    diffs = {k: abs(fast[0][k] - ref[k]) / (abs(ref[k]) if k != "f_s" else 1.0) for k in ref}
+    diffs = {k: abs(getattr(fast[0], k) - ref[k]) / (abs(ref[k]) if k != "f_s" else 1.0) for k in ref}
     print(f"attnlab {t_fast * 1e3:.1f} ms, reference {t_ref:.1f} s, ratio {t_ref / t_fast:.0f}x")
     print("differences (relative; absolute for f_s):", {k: f"{v:.1e}" for k, v in diffs.items()})
 

@@ -14,15 +14,15 @@ def stub_compute(monkeypatch):
     import attnlab.counting
     import attnlab.experiments.figures
     import attnlab.simulation
-    import attnlab.theory.solver
+    import attnlab.theory.branches
     import attnlab.theory.thresholds
 
     def reached(*args, **kwargs):
         raise Reached()
 
-    for module, name in ((attnlab.simulation, "make_problem"), (attnlab.theory.solver, "_solve"),
+    for module, name in ((attnlab.simulation, "make_problem"), (attnlab.theory.branches, "fixed_point"),
                          (attnlab.theory.thresholds, "linear_baseline_error"),
-                         (attnlab.theory.thresholds, "_solve_cases"), (attnlab.counting, "_train"),
+                         (attnlab.theory.thresholds, "map_transitions"), (attnlab.counting, "_train"),
                          (attnlab.experiments.figures, "run_sweeps")):
         monkeypatch.setattr(module, name, reached)
     return Reached

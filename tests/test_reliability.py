@@ -70,12 +70,12 @@ def test_transition_cli_warns_when_no_crossing(capsys):
 def test_reported_residual_is_that_of_the_reported_point():
     """``residual`` is the max-norm residual of the solver's own map at the reported
     (sign-fixed) overlaps, and ``converged`` means it is within tol."""
-    from attnlab.theory.solver import _FixedPointMap, _pinned, _Residual, followed_tolerance
+    from attnlab.theory.followed_rule import followed_tolerance
+    from attnlab.theory.solver import Residual
 
     quad = Quadrature.fast()
     r = solve_state_evolution(P0, 1.0, "positional", quad=quad)
-    _, free, sym = _pinned("positional", P0, True, r.overlaps)
-    f = _Residual(_FixedPointMap(P0, 1.0, quad, True, sym, r.minimizer, "positional"), free, r.overlaps)
+    f = Residual.of(P0, 1.0, "positional", quad, r.overlaps, minimizer=r.minimizer)
     at_reported = float(np.abs(f(f.pack(r.overlaps))).max())
     assert at_reported <= r.residual * (1 + 1e-9) + 1e-15
     assert r.converged == (r.residual <= max(1e-7, followed_tolerance(quad.qmc)))
@@ -85,12 +85,12 @@ def test_sign_fold_is_checked_at_the_reported_point(monkeypatch):
     """A fixed point found at m < 0 is reported as |m|: where the map is not symmetric
     under m -> -m (forced here: its m-update pulls towards m = -0.2 only), the
     reported point is not a fixed point and is not called converged."""
-    import attnlab.theory.solver as solver
+    from attnlab.theory.equations import StateEvolution
 
     quad = Quadrature.fast()
     start = solve_state_evolution(P0, 1.0, "positional", quad=quad)
-    real_call = solver._FixedPointMap.__call__
-    monkeypatch.setattr(solver._FixedPointMap, "__call__",
+    real_call = StateEvolution.__call__
+    monkeypatch.setattr(StateEvolution, "__call__",
                         lambda self, ov: replace(real_call(self, ov), m=-0.2 + 0.5 * (ov.m + 0.2)))
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         r = solve_state_evolution(P0, 1.0, "positional", quad=quad, init=replace(start.overlaps, m=-0.15))
@@ -108,20 +108,20 @@ def test_off_branch_result_is_flagged():
 def test_large_quadrature_error_warns(monkeypatch):
     """``error_estimate`` warns when the refined rule moves a value by more than 1%
     (forced: the refined solve is shifted by 20%); not at the paper's point."""
-    import attnlab.theory.solver as solver
+    import attnlab.theory.branches as branches
 
     quad = Quadrature.fast()
     with warnings.catch_warnings():
         warnings.simplefilter("error", QuadratureWarning)
         r = solve_state_evolution(P0, 1.0, quad=quad, error_estimate=True)
     assert r.quadrature_error["eps_g"] < 0.01 * r.eps_g
-    real = solver.solve_state_evolution
+    real = branches.solve_state_evolution
 
     def shifted(*args, quad=None, **kw):
         res = real(*args, quad=quad, **kw)
         return replace(res, eps_g=1.2 * res.eps_g) if quad == Quadrature.fast().refined() else res
 
-    monkeypatch.setattr(solver, "solve_state_evolution", shifted)
+    monkeypatch.setattr(branches, "solve_state_evolution", shifted)
     with pytest.warns(QuadratureWarning, match=r"eps_g 20\.0%"):
         real(P0, 1.0, quad=quad, error_estimate=True)
 
@@ -152,10 +152,10 @@ def test_cli_tolerances_are_bounded(capsys):
 def test_widget_retries_cold_then_reports_instead_of_raising(monkeypatch):
     import matplotlib.pyplot as plt
 
-    import attnlab.theory
+    import attnlab.theory.branches as branches
     from attnlab.widgets import SEExplorerState, se_explorer, se_explorer_figure, solve_both_branches
 
-    real = attnlab.theory.solve_state_evolution
+    real = branches.solve_state_evolution
     calls = []
 
     def warm_fails(*args, init=None, **kw):
@@ -166,7 +166,7 @@ def test_widget_retries_cold_then_reports_instead_of_raising(monkeypatch):
 
     quad = Quadrature.fast()
     state = solve_both_branches(P0, 1.0, quad=quad)
-    monkeypatch.setattr(attnlab.theory, "solve_state_evolution", warm_fails)
+    monkeypatch.setattr(branches, "solve_state_evolution", warm_fails)
     state = solve_both_branches(P0, 1.05, state, quad=quad)  # warm starts raise: cold solves are used
     assert calls.count(True) == 2 and not state.errors
     assert all(r.converged for r in state.results.values())
@@ -174,7 +174,7 @@ def test_widget_retries_cold_then_reports_instead_of_raising(monkeypatch):
     def always_fails(*args, **kw):
         raise StateEvolutionError("no fixed point here")
 
-    monkeypatch.setattr(attnlab.theory, "solve_state_evolution", always_fails)
+    monkeypatch.setattr(branches, "solve_state_evolution", always_fails)
     state = solve_both_branches(P0, 1.0, SEExplorerState(), quad=quad)
     assert state.results == {"positional": None, "semantic": None}
     assert all("no fixed point here" in m for m in state.errors.values())

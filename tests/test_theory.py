@@ -1,6 +1,7 @@
 """State evolution against independent computations: brute-force proximal
 search, finite differences, 2-D integrals, and gradient descent at finite d."""
 import json
+import os
 import subprocess
 import sys
 
@@ -8,9 +9,9 @@ import numpy as np
 import pytest
 
 from attnlab import ModelParams, run_simulation
-from attnlab.theory import Quadrature, linear_baseline_error, solve_state_evolution
-from attnlab.theory.solver import DEFAULT_MINIMIZER, FOLLOWED_TOL
+from attnlab.theory import DEFAULT_MINIMIZER, Overlaps, Quadrature, linear_baseline_error, solve_state_evolution
 from attnlab.theory.channel import loss, proximal
+from attnlab.theory.followed_rule import FOLLOWED_TOL
 from reference import T as ref_T, gauss2
 
 P0 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)
@@ -78,26 +79,26 @@ def test_symmetry_folding_changes_no_expectation(ov, monkeypatch):
     """The folded rule (a quarter of the teacher-noise nodes) gives the same
     expectations as the full rule; the expectations that vanish by symmetry are
     zero on the full rule too."""
+    import attnlab.theory.channel as channel
     import attnlab.theory.split_rule as split_rule
-    import attnlab.theory.state_evolution as se
-    from attnlab.theory.symmetry import Symmetry, symmetry_of
-    ov = se.Overlaps(**ov)
+    from attnlab.theory.quadrature import SplitRule, Symmetry, symmetry_of
+    ov = Overlaps(**ov)
     sym = symmetry_of(ov, P0)
     assert sym.fold_s and sym.fold_d
-    rule = split_rule.SplitRule(order_eta=4, order_eta_d=3, eta_panel=3.0, order_v=6, scan=13)
+    rule = SplitRule(order_eta=4, order_eta_d=3, eta_panel=3.0, order_v=6, scan=13)
     quad = Quadrature(order_xi=6, order_eta=4, method="gauss-hermite")
-    folded_gh = se.gauss_hermite_expectations(ov, P0, quad)[0]
+    folded_gh = channel.gauss_hermite_expectations(ov, P0, quad)[0]
     folded_split = split_rule.split_expectations(ov, P0, rule)
-    for module in (se, split_rule):
+    for module in (channel, split_rule):
         monkeypatch.setattr(module, "symmetry_of", lambda ov, params: Symmetry(False, False, ()))
-    full_gh = se.gauss_hermite_expectations(ov, P0, quad)[0]
+    full_gh = channel.gauss_hermite_expectations(ov, P0, quad)[0]
     full_split = split_rule.split_expectations(ov, P0, rule)
-    assert full_gh["nodes"] == 4 * folded_gh["nodes"]
+    assert full_gh.nodes == 4 * folded_gh.nodes
     for folded_ex, full_ex in ((folded_gh, full_gh), (folded_split, full_split)):
         for k in ("f_s", "f_sq", "f_xi", "f_eta", "M"):
-            assert folded_ex[k] == pytest.approx(full_ex[k], rel=1e-9, abs=1e-10), k
+            assert getattr(folded_ex, k) == pytest.approx(getattr(full_ex, k), rel=1e-9, abs=1e-10), k
     for k in sym.odd:
-        assert abs(full_gh[k]) < 1e-10 and abs(full_split[k]) < 1e-10
+        assert abs(getattr(full_gh, k)) < 1e-10 and abs(getattr(full_split, k)) < 1e-10
 
 
 def test_linear_baseline_theory_matches_2d_integral():
@@ -185,11 +186,10 @@ def test_split_rule_moves_continuously_with_the_overlaps(fixed_points):
     """The split rule locates jumps by bisection; without the final interpolation
     the map moved in steps of the bracket width (second differences of the
     residual over a 1e-6 grid were 7e-7). Smooth: second differences ~ h^2 |G''|."""
-    from attnlab.theory.solver import _FixedPointMap, _pinned, _Residual
+    from attnlab.theory.solver import Residual
     for alpha, branch in [(0.8, "positional"), (1.6, "semantic")]:
         ov = fixed_points[(alpha, branch)].overlaps
-        start, free, sym = _pinned(branch, P0, True, ov)
-        f = _Residual(_FixedPointMap(P0, alpha, Quadrature(), True, sym), free, start)
+        f = Residual.of(P0, alpha, branch, Quadrature(), ov)
         x0 = f.pack(ov)
         R = np.array([f(x0 + t) for t in np.linspace(0.0, 1e-5, 6)])
         first, second = np.abs(np.diff(R, axis=0)).max(), np.abs(np.diff(R, 2, axis=0)).max()
@@ -215,15 +215,15 @@ def test_widget_falls_back_to_the_default_rule_where_the_cheap_one_fails(monkeyp
     solver solves again with the default rule and shows that converged fixed point."""
     from dataclasses import replace
 
-    import attnlab.theory
+    import attnlab.theory.branches as branches
     from attnlab.widgets import solve_both_branches
-    real = attnlab.theory.solve_state_evolution
+    real = branches.solve_state_evolution
 
     def cheap_fails(*args, quad=None, **kw):
         res = real(*args, quad=quad, **kw)
         return replace(res, converged=False) if quad == Quadrature.fast() else res
 
-    monkeypatch.setattr(attnlab.theory, "solve_state_evolution", cheap_fails)
+    monkeypatch.setattr(branches, "solve_state_evolution", cheap_fails)
     res = solve_both_branches(P0, 1.0).results
     for branch in ("positional", "semantic"):
         assert res[branch].converged and res[branch].quadrature == Quadrature()
@@ -400,8 +400,8 @@ def test_followed_branch_matches_monte_carlo_fixed_point(branch):
     h0 = c (s + sigma zeta), zeta = z . 1_d / (sigma sqrt d)) maps the solver's fixed
     point to itself within its sampling error (alpha = 0.8, omega = 0.3)."""
     from attnlab.params import POSITIONAL_INIT_SCALE as c
-    from attnlab.theory.channel import descend, teacher_diagonal
-    from attnlab.theory.state_evolution import fields, hats_from_expectations, update_overlaps
+    from attnlab.theory.channel import ChannelMoments, descend, fields, teacher_diagonal
+    from attnlab.theory.equations import channel_update, ridge_update
     res = solve_state_evolution(P0, 0.8, branch)
     assert res.minimizer == "followed"
     ov = res.overlaps
@@ -417,8 +417,8 @@ def test_followed_branch_matches_monte_carlo_fixed_point(branch):
     f1, f2 = (h1 - w1) / ov.V, (h2 - w2) / ov.V
     ex = dict(f_s=np.mean(f1 - f2), f_sq=np.mean(f1 ** 2 + f2 ** 2), f_xi=np.mean(f1 * xi1 + f2 * xi2),
               f_eta=np.mean(f1 * eta1 + f2 * eta2), M=np.mean(M))
-    ex[{"semantic": "f_s", "positional": "f_eta"}[branch]] = 0.0  # zero by symmetry
-    new = update_overlaps(hats_from_expectations(ex, ov, P0, 0.8), P0)
+    odd = ({"semantic": "f_s", "positional": "f_eta"}[branch],)  # zero by symmetry
+    new = ridge_update(channel_update(ChannelMoments.from_sums(ex, odd, nodes=xi1.size), ov, P0, 0.8), P0)
     lead = {"semantic": "theta", "positional": "m"}[branch]
     assert getattr(new, lead) == pytest.approx(getattr(ov, lead), rel=5e-3)
     assert new.q == pytest.approx(ov.q, rel=5e-3) and new.V == pytest.approx(ov.V, rel=5e-3)
@@ -427,9 +427,9 @@ def test_followed_branch_matches_monte_carlo_fixed_point(branch):
 def test_followed_eps_t_equals_the_direct_training_loss():
     """eps_t = -Phi (free entropy) equals the training loss computed directly at the
     fixed point, alpha E[l(h_prox)] + lambda |Q|^2 / (2 d) (two different formulas)."""
-    from attnlab.theory.channel import descend, teacher_diagonal
-    from attnlab.theory.followed_rule import gaussian_points, initial_fields
-    from attnlab.theory.state_evolution import fields
+    from attnlab.theory.channel import descend, fields, teacher_diagonal
+    from attnlab.theory.followed_rule import initial_fields
+    from attnlab.theory.quadrature import gaussian_points
     for alpha, branch in ((0.5, "semantic"), (1.2, "semantic"), (0.8, "positional")):
         res = solve_state_evolution(P0, alpha, branch)
         ov = res.overlaps
@@ -439,3 +439,40 @@ def test_followed_eps_t_equals_the_direct_training_loss():
         h1, h2, _ = descend(w1, w2, T11, T22, ov.V, P0.sigma, start=initial_fields(ov, P0, branch, nodes))
         direct = alpha * np.mean(loss(h1, h2, T11, T22, P0.sigma)) + P0.lam * res.qnorm / 2
         assert res.eps_t == pytest.approx(direct, rel=3e-3), (alpha, branch)
+
+
+def test_node_loops_on_all_cores_equal_one_serial_call(monkeypatch):
+    """over_nodes cuts the nodes into chunks for a thread pool: every output equals the
+    serial kernel's bit for bit, whatever the number of threads."""
+    import attnlab.theory.kernels as kernels
+    from attnlab.theory.channel import descend
+    rng = np.random.default_rng(5)
+    w1, w2, s1, s2 = rng.normal(0, 0.8, (4, 30_000))
+    T11, T22 = rng.uniform(0.2, 0.9, (2, 30_000))
+    serial = kernels.multistart_newton(s1[None], s2[None], w1, w2, T11, T22, 12.0, 0.5, 60, kernels.NEWTON_TOL)
+    for n in (2, 3, 8):
+        monkeypatch.setattr(kernels, "threads", lambda n=n: n)
+        for a, b in zip(descend(w1, w2, T11, T22, 12.0, 0.5, start=(s1, s2)), serial):
+            assert np.array_equal(a, b)
+        h1, h2, M = proximal(w1[:3000], w2[:3000], T11[:3000], T22[:3000], 12.0, 0.5)
+        monkeypatch.setattr(kernels, "threads", lambda: 1)
+        assert all(np.array_equal(a, b) for a, b in zip((h1, h2, M), proximal(w1[:3000], w2[:3000], T11[:3000],
+                                                                              T22[:3000], 12.0, 0.5)))
+
+
+def test_fixed_point_does_not_depend_on_threads_or_fork():
+    """The same fixed point, bit for bit, with one thread (NUMBA_NUM_THREADS=1), with all
+    cores, and in a child forked after the thread pool exists (it must not hang)."""
+    code = ("import json, multiprocessing as mp; from attnlab import ModelParams; "
+            "from attnlab.theory import Quadrature, solve_state_evolution as s\n"
+            "def f(a): return s(ModelParams(), a, 'positional', quad=Quadrature.fast(), minimizer='global').to_dict()\n"
+            "here = f(1.0)\n"
+            "with mp.get_context('fork').Pool(1) as p: child = p.map(f, [1.0])[0]\n"
+            "print(json.dumps([here, child]))")
+    results = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                             check=True)
+        results += json.loads(out.stdout)
+    assert all(r == results[0] for r in results), results

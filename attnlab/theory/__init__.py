@@ -1,18 +1,27 @@
 """State evolution of the attention GLM (Cui et al. 2024, Result 4.2).
 
-Modules: :mod:`.quadrature` (Gaussian expectations), :mod:`.symmetry` (folded
-node sets), :mod:`.split_rule` (expectations split at the proximal jumps),
-:mod:`.channel` (loss, proximal operator, Moreau envelope), :mod:`.state_evolution`
-(hat and overlap updates, errors, free entropy), :mod:`.solver` (fixed points on a branch),
-:mod:`.thresholds` (curves, alpha_c, alpha_l, phase diagram); its command-line
-sub-commands are in :mod:`attnlab.cli`.
+Modules, each importing only those above it:
+
+* :mod:`.quadrature`: Gaussian rules, symmetry folding, the rules' settings
+  (:class:`Quadrature`, :class:`SplitRule`, :class:`~.quadrature.QMCRule`);
+* :mod:`.kernels`: the compiled primitives (teacher, proximal objective, Newton);
+* :mod:`.channel`: fields, loss, proximal operator, Moreau envelope, :class:`~.channel.ChannelMoments`;
+* :mod:`.split_rule`, :mod:`.followed_rule`: the moments with the global and the followed minimiser;
+* :mod:`.equations`: the channel (hat) and ridge-prior (overlap) updates, ``eps_g``, the free entropy;
+* :mod:`.solver`: the iterator, from one start to an :class:`SEResult`;
+* :mod:`.branches`: where the solver starts and what it does when a start fails
+  (:func:`solve_state_evolution`);
+* :mod:`.thresholds`: curves, ``alpha_c``, ``alpha_l``, the phase diagram;
+* :mod:`.cli`: the ``theory``, ``transition`` and ``phase-diagram`` commands.
 """
-from .split_rule import SplitRule
-from .state_evolution import Hats, Overlaps, Quadrature
-from .solver import (BRANCHES, ConvergenceWarning, OffBranchWarning, QuadratureWarning, SEResult, StateEvolutionError,
-                     solve_state_evolution)
+from ..params import BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS
+from .branches import OffBranchWarning, solve_state_evolution
+from .equations import Hats, Overlaps
+from .quadrature import Quadrature, SplitRule
+from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError
 from .thresholds import Transition, find_transition, linear_baseline_error, phase_diagram, se_curve
 
-__all__ = ["Hats", "Overlaps", "Quadrature", "SplitRule", "BRANCHES", "ConvergenceWarning", "OffBranchWarning", "QuadratureWarning", "SEResult", "StateEvolutionError",
-           "solve_state_evolution", "Transition", "find_transition", "linear_baseline_error",
-           "phase_diagram", "se_curve"]
+__all__ = ["Hats", "Overlaps", "Quadrature", "SplitRule", "BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER",
+           "ConvergenceWarning", "OffBranchWarning", "QuadratureWarning", "SEResult", "StateEvolutionError",
+           "solve_state_evolution", "Transition", "find_transition", "linear_baseline_error", "phase_diagram",
+           "se_curve"]

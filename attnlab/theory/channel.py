@@ -1,26 +1,41 @@
-"""The channel of the attention GLM: loss, proximal operator and Moreau envelope.
+"""The channel of the attention GLM: fields, loss, proximal operator, Moreau envelope, moments.
 
 Source: Cui et al. 2024 (arXiv:2402.03902), Sec. 4 and Result 4.2 (the output
 channel of the state evolution). For ``L = 2`` and rank one, with ``h`` the
 student preactivations and ``T = T(h*)`` the teacher attention, the per-sample
 loss is ``l(h, T) = (sigma^2 / 2) ||S(h) - T||_F^2 = sigma^2 [(sig(a) - T11)^2 + (sig(b) - T22)^2]``,
 with ``a = h1 (h1 - h2)``, ``b = h2 (h2 - h1)`` and ``sig`` the logistic function
-(each row of a 2x2 row-stochastic matrix has one free entry). The proximal
-problem ``min_h |h - w|^2 / (2V) + l(h, T)`` is non-convex; :func:`proximal`
-returns its *global* minimiser for every node at once: a polar grid over the
-disc that must contain the minimiser, then Levenberg-shifted Newton steps from
-the best grid points and from ``w`` (:func:`_global`, :func:`_newton`: loops
-over nodes compiled by numba and run on all cores, no Python loop).
+(each row of a 2x2 row-stochastic matrix has one free entry).
+
+The proximal problem ``min_h |h - w|^2 / (2V) + l(h, T)`` is non-convex:
+:func:`proximal` returns its *global* minimiser for every node at once (a polar
+grid over the disc that must contain it, then Newton from the best grid points
+and from ``w``); :func:`descend` the local minimiser reached from a given start.
+Both run the compiled loops of :mod:`attnlab.theory.kernels` on all cores.
+
+The expectations the hat updates need are returned as :class:`ChannelMoments`;
+:func:`gauss_hermite_expectations` computes them with a tensor Gauss-Hermite rule,
+:mod:`attnlab.theory.split_rule` and :mod:`attnlab.theory.followed_rule` with
+the rules that handle the proximal minimiser's jumps.
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["loss", "teacher_diagonal", "proximal", "descend", "moreau_envelope", "attention_error"]
+from . import kernels
+from .quadrature import eta_rule, symmetry_of, tensor_rule
+
+__all__ = ["SIGNS", "MOMENTS", "teacher_diagonal", "loss", "proximal", "descend", "moreau_envelope", "in_domain",
+           "field_scales", "fields", "ChannelMoments", "moments_from_samples", "gauss_hermite_expectations"]
+
+#: Signs ``s_l`` of the positional encodings ``p_l = s_l 1_d / sqrt(d)``.
+SIGNS = (1.0, -1.0)
+
+#: Names of the expectations in :class:`ChannelMoments`.
+MOMENTS = ("f_s", "f_sq", "f_xi", "f_eta", "M")
 
 
 def teacher_diagonal(hstar1, hstar2, omega: float, A) -> tuple[np.ndarray, np.ndarray]:
@@ -45,160 +60,12 @@ def teacher_diagonal(hstar1, hstar2, omega: float, A) -> tuple[np.ndarray, np.nd
 
 
 def loss(h1, h2, T11, T22, sigma: float):
-    """``l(h, T) = (sigma^2/2) ||S(h) - T||_F^2`` for ``L = 2``, rank one; arrays broadcast."""
+    """``l(h, T) = (sigma^2/2) ||S(h) - T||_F^2`` for ``L = 2``, rank one; arrays broadcast.
+
+    At ``h`` the student's preactivations and ``T = T(h*)`` it is also the
+    per-sample test error (averaged: ``eps_g``)."""
     delta = h1 - h2
     return sigma ** 2 * ((expit(h1 * delta) - T11) ** 2 + (expit(-h2 * delta) - T22) ** 2)
-
-
-def attention_error(h1, h2, T11, T22, sigma: float):
-    """Alias of :func:`loss`: the per-sample test error ``(sigma^2/2)||S(h) - T(h*)||_F^2``."""
-    return loss(h1, h2, T11, T22, sigma)
-
-
-@numba.njit(cache=True, inline="always")
-def _sigmoid(x):
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
-
-@numba.njit(cache=True, inline="always")
-def _objective_at(h1, h2, w1, w2, T11, T22, V, s2):
-    """The proximal objective at one point (``s2 = sigma^2``) and the two
-    attention weights ``sig(a), sig(b)``."""
-    delta = h1 - h2
-    sa, sb = _sigmoid(h1 * delta), _sigmoid(-h2 * delta)
-    return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
-
-
-@numba.njit(cache=True)
-def _teacher_at(hs1, hs2, omega, A11, A22):
-    """``T11, T22`` for one node: compiled twin of :func:`teacher_diagonal`."""
-    delta = hs1 - hs2
-    return (1.0 - omega) * _sigmoid(hs1 * delta) + omega * A11, (1.0 - omega) * _sigmoid(-hs2 * delta) + omega * A22
-
-
-@numba.njit(cache=True, parallel=True)
-def _mean_loss(x1, x2, e1, e2, weights, sq, m, kappa, c, omega, A11, A22, s2):
-    """``sum_i weights_i l(w_i, T(h*_i))`` with ``w = sqrt(q) xi + s m``,
-    ``h* = kappa xi + c eta`` at nodes ``xi = (x1, x2)``, ``eta = (e1, e2)``;
-    compiled twin of ``weights @ loss(w1, w2, *teacher_diagonal(h*), sigma)``."""
-    total = 0.0
-    for i in numba.prange(x1.size):
-        w1, w2 = sq * x1[i] + m, sq * x2[i] - m
-        T11, T22 = _teacher_at(kappa * x1[i] + c * e1[i], kappa * x2[i] + c * e2[i], omega, A11, A22)
-        total += weights[i] * _objective_at(w1, w2, w1, w2, T11, T22, 1.0, s2)[0]  # at h = w: the loss
-    return total
-
-_LADDER = (0.5, 0.25, 0.1, 0.03)
-
-
-@numba.njit(cache=True)
-def _newton_at(h1, h2, w1, w2, T11, T22, V, s2, iterations=40, tol=1e-10):
-    """Damped, Levenberg-shifted Newton from ``(h1, h2)`` for one node.
-
-    Where the Hessian is not positive definite it is shifted by ``mu I``
-    (``mu`` from its smallest eigenvalue). The full step is taken where it
-    lowers F; otherwise the best step of a fixed ladder (or none), so F never
-    increases; where no Newton step lowers F, a backtracking steepest-descent step.
-    Stops once a step is below ``tol`` (relative), or after ``iterations``."""
-    F, sa, sb = _objective_at(h1, h2, w1, w2, T11, T22, V, s2)
-    c = 2.0 * s2
-    for _ in range(iterations):
-        da, db = sa * (1.0 - sa), sb * (1.0 - sb)
-        ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
-        gaa = c * (da * da + (sa - T11) * da * (1.0 - 2.0 * sa))
-        gbb = c * (db * db + (sb - T22) * db * (1.0 - 2.0 * sb))
-        # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
-        # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
-        a1, a2, b1, b2 = 2.0 * h1 - h2, -h1, -h2, 2.0 * h2 - h1
-        g1 = (h1 - w1) / V + ga * a1 + gb * b1
-        g2 = (h2 - w2) / V + ga * a2 + gb * b2
-        H11 = 1.0 / V + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
-        H22 = 1.0 / V + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
-        H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
-        scale = abs(H11) + abs(H22) + 1e-300
-        lam_min = 0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12)
-        mu = 0.0 if lam_min > 1e-8 * scale else 0.1 * scale - lam_min
-        H11, H22 = H11 + mu, H22 + mu
-        det = H11 * H22 - H12 * H12
-        n1, n2 = -(H22 * g1 - H12 * g2) / det, -(H11 * g2 - H12 * g1) / det
-        step = 1.0
-        Fnew, sa_new, sb_new = _objective_at(h1 + n1, h2 + n2, w1, w2, T11, T22, V, s2)
-        if not Fnew <= F:  # the ladder of shorter steps, and no step at all
-            step, Fnew, sa_new, sb_new = 0.0, F, sa, sb
-            for t in _LADDER:
-                Ft, sat, sbt = _objective_at(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
-                if Ft < Fnew:
-                    step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
-        if step == 0.0:  # no Newton step lowers F: steepest descent with backtracking
-            n1, n2 = -g1 / scale, -g2 / scale
-            t = 1.0
-            for _ in range(30):
-                Ft, sat, sbt = _objective_at(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
-                if Ft < F:
-                    step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
-                    break
-                t *= 0.5
-        done = step * (abs(n1) + abs(n2)) <= tol * (1.0 + abs(h1) + abs(h2))
-        h1, h2, F, sa, sb = h1 + step * n1, h2 + step * n2, Fnew, sa_new, sb_new
-        if done:
-            break
-    return h1, h2, F
-
-
-@numba.njit(cache=True, parallel=True)
-def _newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol=1e-10):
-    """Newton (:func:`_newton_at`) from each of ``k`` starts ``s1, s2`` (shape (k, N))
-    for every node; returns the lowest local minimum per node: h1, h2, F, shape (N,)."""
-    k, N = s1.shape
-    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
-    sq = sigma * sigma
-    for i in numba.prange(N):
-        F[i] = np.inf
-        for j in range(k):
-            a, b, f = _newton_at(s1[j, i], s2[j, i], w1[i], w2[i], T11[i], T22[i], V, sq, iterations, tol)
-            if f < F[i]:
-                h1[i], h2[i], F[i] = a, b, f
-    return h1, h2, F
-
-
-@numba.njit(cache=True, parallel=True)
-def _global(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
-    """Global search for every node: the objective on the polar grid ``gx, gy``
-    (unit disc) scaled to the disc ``|h - w| <= sqrt(2 V l(w, T))``, then Newton
-    from ``w`` and the ``starts`` best grid points; the lowest local minimum,
-    h1, h2, F, shape (N,)."""
-    N = w1.size
-    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
-    for i in numba.prange(N):  # the body is a function: numba compiles a small parallel loop much faster
-        h1[i], h2[i], F[i] = _global_at(gx, gy, w1[i], w2[i], T11[i], T22[i], V, sigma * sigma, starts, iterations)
-    return h1, h2, F
-
-
-@numba.njit(cache=True)
-def _global_at(gx, gy, w1, w2, T11, T22, V, s2, starts, iterations):
-    """:func:`_global` for one node (``s2 = sigma^2``)."""
-    radius = math.sqrt(2.0 * V * _objective_at(w1, w2, w1, w2, T11, T22, V, s2)[0])
-    best = np.full(starts, np.inf)
-    at = np.zeros(starts, np.int64)
-    for g in range(gx.size):
-        f = _objective_at(w1 + radius * gx[g], w2 + radius * gy[g], w1, w2, T11, T22, V, s2)[0]
-        j = starts - 1
-        if f < best[j]:  # insert into the sorted list of the best grid points
-            while j > 0 and f < best[j - 1]:
-                best[j], at[j] = best[j - 1], at[j - 1]
-                j -= 1
-            best[j], at[j] = f, g
-    h1, h2, F = _newton_at(w1, w2, w1, w2, T11, T22, V, s2, iterations)
-    for j in range(starts):
-        if best[j] < np.inf:
-            a, b, f = _newton_at(w1 + radius * gx[at[j]], w2 + radius * gy[at[j]], w1, w2, T11, T22, V, s2,
-                                 iterations)
-            if f < F:
-                h1, h2, F = a, b, f
-    return h1, h2, F
 
 
 def _polar_grid(n_radius: int, n_angle: int) -> tuple[np.ndarray, np.ndarray]:
@@ -250,22 +117,31 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
     w1, w2, T11, T22 = (v.ravel() for v in (w1, w2, T11, T22))
     if warm is None:
         gx, gy = _polar_grid(*grid)
-        h1, h2, F = _global(gx, gy, w1, w2, T11, T22, float(V), float(sigma), int(starts), int(iterations))
+        h1, h2, F = kernels.over_nodes(kernels.global_search, (gx, gy, w1, w2, T11, T22, float(V), float(sigma),
+                                                               int(starts), int(iterations)),
+                                       (None, None, 0, 0, 0, 0, None, None, None, None), (0, 0, 0), w1.size, 256)
     else:
         p1, p2 = (np.asarray(v, dtype=float).ravel() for v in warm)
-        s1, s2 = np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2])
-        h1, h2, F = _newton(s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations))
+        h1, h2, F = _multistart(np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2]), w1, w2, T11, T22, V, sigma,
+                                iterations)
     return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
+
+
+def _multistart(s1, s2, w1, w2, T11, T22, V, sigma, iterations):
+    """:func:`~attnlab.theory.kernels.multistart_newton` on all cores."""
+    args = (s1, s2, w1, w2, T11, T22, float(V), float(sigma), int(iterations), kernels.NEWTON_TOL)
+    return kernels.over_nodes(kernels.multistart_newton, args, (1, 1, 0, 0, 0, 0, None, None, None, None),
+                              (0, 0, 0), w1.size, 4096)
 
 
 def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int = 60):
     """Local minimiser of the proximal problem reached by descent from ``start``.
 
-    Damped, Levenberg-shifted Newton (it never increases the objective
-    ``|h - w|^2 / (2V) + l(h, T)``) from ``start`` for every node: the minimum
-    in whose basin ``start`` lies, not necessarily the global one
-    (:func:`proximal`). Started at the teacher's field ``h*`` it is the
-    minimiser that gradient descent from ``Q0 = Q*`` keeps (book Chapter 5).
+    Damped, Levenberg-shifted Newton (:func:`attnlab.theory.kernels.newton`; it never
+    increases the objective ``|h - w|^2 / (2V) + l(h, T)``) from ``start`` for every
+    node: the minimum in whose basin ``start`` lies, not necessarily the global one
+    (:func:`proximal`). Started at the teacher's field ``h*`` it is the minimiser
+    that gradient descent from ``Q0 = Q*`` keeps (book Chapter 5).
 
     Parameters
     ----------
@@ -287,9 +163,146 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
     """
     w1, w2, T11, T22, s1, s2 = (np.ascontiguousarray(v, dtype=float).ravel()
                                 for v in np.broadcast_arrays(w1, w2, T11, T22, *start))
-    return _newton(s1[None], s2[None], w1, w2, T11, T22, float(V), float(sigma), int(iterations))
+    return _multistart(s1[None], s2[None], w1, w2, T11, T22, V, sigma, iterations)
 
 
 def moreau_envelope(w1, w2, T11, T22, V: float, sigma: float, **kw) -> np.ndarray:
-    """Moreau envelope ``M(w) = min_h [ |h - w|^2 / (2V) + l(h, T) ]``, shape of ``w1``."""
+    """Moreau envelope ``M(w) = min_h [ |h - w|^2 / (2V) + l(h, T) ]``, shape of ``w1``
+    (keywords as :func:`proximal`)."""
     return proximal(w1, w2, T11, T22, V, sigma, **kw)[2]
+
+
+# ----------------------------------------------------------------------------- fields
+
+def in_domain(ov, rho: float) -> bool:
+    """Whether overlaps ``ov`` (``q, V, theta``) are in the domain of the equations:
+    ``q > 0``, ``V > 0`` and ``rho - theta^2 / q > 0`` (the variance of the teacher
+    field's own noise)."""
+    return bool(ov.q > 0 and ov.V > 0 and rho - ov.theta ** 2 / ov.q > 0)
+
+
+def field_scales(ov, rho: float) -> tuple[float, float, float]:
+    """``sqrt(q)``, ``kappa = theta / sqrt(q)`` and ``c = sqrt(rho - theta^2 / q)``: the fields
+    are ``w_l = sqrt(q) xi_l + s_l m``, ``h*_l = kappa xi_l + c eta_l``.
+
+    Raises
+    ------
+    FloatingPointError
+        If the overlaps left the domain (:func:`in_domain`).
+    """
+    if not in_domain(ov, rho):
+        raise FloatingPointError(f"overlaps left the allowed set (q > 0, V > 0, theta^2 < q rho = {ov.q * rho:.3g}): "
+                                 f"{ov}")
+    sq = np.sqrt(ov.q)
+    return sq, ov.theta / sq, np.sqrt(rho - ov.theta ** 2 / ov.q)
+
+
+def fields(ov, rho: float, nodes):
+    """Student and teacher fields at quadrature nodes ``(xi1, xi2, eta1, eta2)``.
+
+    ``w_l = sqrt(q) xi_l + s_l m``; ``h*_l = (theta / sqrt(q)) xi_l + sqrt(rho - theta^2/q) eta_l``.
+
+    Parameters
+    ----------
+    ov : Overlaps
+    rho : float
+        Teacher field variance ``sigma^2``.
+    nodes : sequence of 4 ndarrays, shape (N,)
+
+    Returns
+    -------
+    w1, w2, hs1, hs2 : ndarray, shape (N,)
+    c : float
+        ``sqrt(rho - theta^2 / q)``.
+
+    Raises
+    ------
+    FloatingPointError
+        If the overlaps left the domain (:func:`in_domain`).
+    """
+    xi1, xi2, eta1, eta2 = nodes
+    sq, kappa, c = field_scales(ov, rho)
+    w1 = sq * xi1 + SIGNS[0] * ov.m
+    w2 = sq * xi2 + SIGNS[1] * ov.m
+    hs1 = kappa * xi1 + c * eta1
+    hs2 = kappa * xi2 + c * eta2
+    return w1, w2, hs1, hs2, c
+
+
+# ----------------------------------------------------------------------------- moments
+
+@dataclass(frozen=True)
+class ChannelMoments:
+    """The expectations over ``xi, eta`` the hat updates need, ``f = (h_prox - w) / V``.
+
+    Attributes
+    ----------
+    f_s, f_sq, f_xi, f_eta : float
+        ``E[sum_l s_l f_l]``, ``E[sum_l f_l^2]``, ``E[sum_l f_l xi_l]``, ``E[sum_l f_l eta_l]``.
+    M : float
+        ``E[M]``, the mean Moreau envelope (the training loss's channel term).
+    nodes : int
+        Proximal problems solved.
+    jumps : int
+        Jumps of the minimiser resolved (split rule; 0 otherwise).
+    spread : dict or None
+        Standard error over the scrambles of each expectation (quasi-Monte Carlo rule).
+    """
+
+    f_s: float
+    f_sq: float
+    f_xi: float
+    f_eta: float
+    M: float
+    nodes: int
+    jumps: int = 0
+    spread: dict | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_sums(cls, sums: dict, odd=(), **extra) -> "ChannelMoments":
+        """From the five expectations (:data:`MOMENTS`); those named in ``odd`` vanish by
+        symmetry and are set to exactly zero (the folded rule does not see them)."""
+        values = {name: float(sums[name]) for name in MOMENTS}
+        values.update({name: 0.0 for name in odd})
+        return cls(**values, **extra)
+
+
+def moments_from_samples(h1, h2, M, w1, w2, xi, eta, V: float) -> dict:
+    """The integrands of :class:`ChannelMoments` at nodes (shape (N,) each), with
+    ``f = (h - w) / V``, ``xi = (xi1, xi2)``, ``eta = (eta1, eta2)``: a dict of arrays."""
+    f1, f2 = (h1 - w1) / V, (h2 - w2) / V
+    return dict(f_s=SIGNS[0] * f1 + SIGNS[1] * f2, f_sq=f1 ** 2 + f2 ** 2, f_xi=f1 * xi[0] + f2 * xi[1],
+                f_eta=f1 * eta[0] + f2 * eta[1], M=M)
+
+
+def gauss_hermite_expectations(ov, params, quad, warm=None, symmetry=None):
+    """:class:`ChannelMoments` with the global minimiser by tensor Gauss-Hermite.
+
+    ``quad.order_xi`` points per dimension of ``xi``, ``quad.order_eta`` of ``eta``
+    (folded by ``symmetry``, default: read off ``ov``); a caller that warm-starts
+    must keep ``symmetry`` fixed. Cheap, but the integrands jump where the global
+    minimiser changes between mirror minima: errors of order 1e-2 on the
+    positional branch (the coarse stage of the solver).
+
+    Parameters
+    ----------
+    warm : (ndarray, ndarray), optional
+        A previous minimiser at the same nodes (local search only, :func:`proximal`).
+
+    Returns
+    -------
+    moments : ChannelMoments
+    minimiser : (ndarray, ndarray)
+        This call's minimiser, for the next warm start.
+    """
+    sym = symmetry_of(ov, params) if symmetry is None else symmetry
+    (x1, x2), wx = tensor_rule((quad.order_xi, quad.order_xi))
+    e1, e2, we = eta_rule(sym, quad.order_eta, quad.order_eta)
+    nodes = (np.repeat(x1, e1.size), np.repeat(x2, e1.size), np.tile(e1, x1.size), np.tile(e2, x1.size))
+    weights = np.outer(wx, we).ravel()
+    w1, w2, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes)
+    T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
+    h1, h2, M = proximal(w1, w2, T11, T22, ov.V, params.sigma, warm=warm)
+    values = moments_from_samples(h1, h2, M, w1, w2, nodes[:2], nodes[2:], ov.V)
+    sums = {name: weights @ g for name, g in values.items()}
+    return ChannelMoments.from_sums(sums, sym.odd, nodes=int(weights.size)), (h1, h2)

@@ -31,78 +31,27 @@ point is estimated by solving again with an independent, larger point set
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-
 import numpy as np
-import scipy.stats
-from scipy.special import ndtri
 
-from ..params import POSITIONAL_INIT_SCALE, check_choice, check_int
-from .channel import descend, teacher_diagonal
+from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
+from .channel import SIGNS, ChannelMoments, descend, fields, moments_from_samples, teacher_diagonal
+from .quadrature import QMCRule, gaussian_points
 
-__all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations"]
+__all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
+           "followed_tolerance"]
 
-
-@dataclass(frozen=True)
-class QMCRule:
-    """Point set of the randomised quasi-Monte Carlo rule.
-
-    Attributes
-    ----------
-    log2_points : int
-        ``2**log2_points`` Sobol points per scramble.
-    scrambles : int
-        Independent scrambles (their spread is the integration error's scale).
-    seed : int
-        Seed of the scrambles; a different seed gives an independent point set.
-
-    Raises
-    ------
-    ValueError
-        If ``log2_points`` is not in ``[4, 22]``, ``scrambles < 1`` or ``seed < 0``.
-    """
-
-    log2_points: int = 15
-    scrambles: int = 4
-    seed: int = 0
-
-    def __post_init__(self):
-        check_int("log2_points", self.log2_points, 4)
-        if self.log2_points > 22:
-            raise ValueError(f"log2_points must be an integer in [4, 22], got {self.log2_points!r}")
-        check_int("scrambles", self.scrambles, 1)
-        check_int("seed", self.seed, 0)
-
-    @property
-    def points(self) -> int:
-        """Total number of points, ``scrambles * 2**log2_points``."""
-        return self.scrambles * 2 ** self.log2_points
-
-    @classmethod
-    def fast(cls) -> "QMCRule":
-        """``2**13`` points, 2 scrambles: the coarse stage of a solve."""
-        return cls(log2_points=13, scrambles=2)
-
-    def refined(self, factor: float = 1.5) -> "QMCRule":
-        """About ``factor**2`` times more points and an independent seed (for error estimates)."""
-        extra = max(1, int(np.ceil(2 * np.log2(factor))))
-        return QMCRule(min(22, self.log2_points + extra), self.scrambles, self.seed + 1)
+#: Smallest residual tolerance used with the followed minimiser and the default
+#: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
+#: The quasi-Monte Carlo map moves in steps (a node whose descent changes basin
+#: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
+#: residual; the integration error of the fixed point (about 1e-3) is larger still.
+FOLLOWED_TOL = 3e-4
 
 
-@lru_cache(maxsize=8)
-def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
-    """Standard Gaussian points of ``rule``, shape ``(dim, rule.points)``, read-only.
-
-    Rows ``0..3`` are ``xi_1, xi_2, eta_1, eta_2``; rows 4 and 5 are ``nu_1, nu_2``
-    of the positional branch's initial fields.
-    """
-    blocks = [scipy.stats.qmc.Sobol(dim, scramble=True, seed=np.random.default_rng([rule.seed, k]))
-              .random_base2(rule.log2_points) for k in range(rule.scrambles)]
-    u = np.clip(np.concatenate(blocks), 1e-16, 1 - 1e-16)
-    pts = np.ascontiguousarray(ndtri(u).T)
-    pts.setflags(write=False)
-    return pts
+def followed_tolerance(rule: QMCRule) -> float:
+    """The residual floor of the followed minimiser's map with ``rule``: :data:`FOLLOWED_TOL`
+    at ``2**17`` points, growing as ``1 / sqrt(points)``."""
+    return FOLLOWED_TOL * float(np.sqrt(2 ** 17 / rule.points))
 
 
 def initial_fields(ov, params, branch: str, nodes: np.ndarray):
@@ -121,9 +70,7 @@ def initial_fields(ov, params, branch: str, nodes: np.ndarray):
     h01, h02 : ndarray, shape (N,)
         Semantic: ``h*``. Positional: ``c (s_l + sigma zeta_l)``, ``zeta_l = r xi_l + sqrt(1 - r^2) nu_l``.
     """
-    from .state_evolution import SIGNS, fields
-
-    check_choice("branch", branch, ("semantic", "positional"))
+    check_choice("branch", branch, BRANCHES)
     _, _, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes[:4])
     if branch == "semantic":
         return hs1, hs2
@@ -133,8 +80,8 @@ def initial_fields(ov, params, branch: str, nodes: np.ndarray):
     return c * (SIGNS[0] + params.sigma * zeta1), c * (SIGNS[1] + params.sigma * zeta2)
 
 
-def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None) -> dict:
-    """Expectations over the fields of the hat updates with the followed minimiser.
+def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None) -> ChannelMoments:
+    """The channel moments with the followed minimiser, by randomised quasi-Monte Carlo.
 
     Parameters
     ----------
@@ -149,27 +96,20 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
 
     Returns
     -------
-    dict
-        ``f_s, f_sq, f_xi, f_eta, M`` as :func:`attnlab.theory.state_evolution.channel_expectations`,
-        ``nodes`` (proximal problems solved) and ``spread``: for each
+    ChannelMoments
+        With ``nodes`` (proximal problems solved) and ``spread``: for each
         expectation the standard error over the scrambles.
     """
-    from .state_evolution import SIGNS, fields
-
     nodes = gaussian_points(rule, 6)
     w1, w2, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes[:4])
     T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
     h1, h2, M = descend(w1, w2, T11, T22, ov.V, params.sigma, start=initial_fields(ov, params, branch, nodes))
-    f1, f2 = (h1 - w1) / ov.V, (h2 - w2) / ov.V
-    xi1, xi2, eta1, eta2 = nodes[:4]
-    values = dict(f_s=SIGNS[0] * f1 + SIGNS[1] * f2, f_sq=f1 ** 2 + f2 ** 2, f_xi=f1 * xi1 + f2 * xi2,
-                  f_eta=f1 * eta1 + f2 * eta2, M=M)
-    out, spread = {}, {}
+    values = moments_from_samples(h1, h2, M, w1, w2, nodes[:2], nodes[2:4], ov.V)
+    means, spread = {}, {}
     for name, g in values.items():
         per = g.reshape(rule.scrambles, -1).mean(axis=1)
-        out[name] = float(per.mean())
+        means[name] = per.mean()
         spread[name] = float(per.std(ddof=1) / np.sqrt(rule.scrambles)) if rule.scrambles > 1 else float("nan")
-    for name in (symmetry.odd if symmetry is not None else ()):
-        out[name], spread[name] = 0.0, 0.0
-    out.update(nodes=int(w1.size), spread=spread)
-    return out
+    odd = symmetry.odd if symmetry is not None else ()
+    spread.update({name: 0.0 for name in odd})
+    return ChannelMoments.from_sums(means, odd, nodes=int(w1.size), spread=spread)

@@ -1,28 +1,61 @@
-"""Gaussian expectations for the state evolution.
+"""Rules for the Gaussian expectations of the state evolution, and their symmetry folding.
 
-``E[g(xi)]`` for ``xi ~ N(0, I_k)`` is approximated by ``sum_i w_i g(x_i)``
-with the probabilists' Gauss-Hermite rule of a given order in each dimension
-(``numpy.polynomial.hermite_e.hermegauss``), weights normalised to sum to one;
-:func:`folded` halves a rule for integrands that are even in a coordinate, and
-:func:`gaussian_panels` is a composite Gauss-Legendre rule with the Gaussian
-density as weight (for integrands that are continuous but not smooth, where
-Gauss-Hermite converges erratically).
+* Node sets: ``E[g(xi)]`` for ``xi ~ N(0, I_k)`` by the probabilists'
+  Gauss-Hermite rule (:func:`gauss_hermite`, :func:`tensor_rule`; weights
+  normalised to sum to one), a composite Gauss-Legendre rule with the Gaussian
+  density as weight for integrands that are continuous but not smooth
+  (:func:`gaussian_panels`), and scrambled Sobol points mapped to Gaussians
+  (:func:`gaussian_points`).
+* Symmetry folding (:class:`Symmetry`, :func:`eta_rule`): the channel
+  integrals over the teacher noise ``eta`` need only a half or a quarter of the nodes.
+* The settings of the three ways the channel expectations are computed:
+  :class:`SplitRule` (global proximal minimiser, :mod:`attnlab.theory.split_rule`),
+  :class:`QMCRule` (followed minimiser, :mod:`attnlab.theory.followed_rule`) and
+  :class:`Quadrature`, which holds both plus the tensor Gauss-Hermite orders.
+
+Symmetries of the channel integrals (``L = 2``). In rotated coordinates
+``x_s = (x_1 + x_2)/sqrt(2)``, ``x_d = (x_1 - x_2)/sqrt(2)`` (the standard
+Gaussian is rotation invariant) three maps leave the integrands of the hat
+updates unchanged or change their sign:
+
+* ``flip`` on the positional branch (``theta = 0``): ``eta -> -eta``. The
+  teacher attention depends on ``h*`` only through ``h*_l (h*_1 - h*_2)``, so it
+  is unchanged; ``E[f . eta]`` is odd (it vanishes).
+* ``flip`` on the semantic branch (``m = 0``): ``(xi, eta) -> -(xi, eta)``:
+  ``w, h* -> -w, -h*`` and the proximal point changes sign; ``E[f_1 - f_2]``
+  is odd.
+* ``swap`` when ``A_11 = A_22`` (then ``A`` is symmetric): exchanging the two
+  positions combined with ``h -> -h``, i.e. ``x_s -> -x_s`` for both ``xi``
+  and ``eta``; every hat integrand is even.
+
+Any of them maps ``eta_s -> -eta_s``, so the rule needs only ``eta_s >= 0``;
+``flip`` and ``swap`` together also map ``eta_d -> -eta_d`` (keeping
+``eta_s``), so then ``eta_d >= 0`` suffices: a 4x saving.
+Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
-from ..params import check_int
+from ..params import check_choice, check_int, check_positive
 
-__all__ = ["gauss_hermite", "gauss_legendre", "tensor_rule", "folded", "gaussian_panels"]
+__all__ = ["gauss_hermite", "gauss_legendre", "tensor_rule", "folded", "gaussian_panels", "gaussian_points",
+           "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule", "QMCRule", "Quadrature", "METHODS"]
 
+#: Ways of computing the channel expectations with the global minimiser (:class:`Quadrature`).
+METHODS = ("split", "gauss-hermite")
+
+
+# ----------------------------------------------------------------------------- node sets
 
 @lru_cache(maxsize=64)
 def gauss_hermite(order: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and weights of the ``order``-point rule for ``E[g(x)]``, ``x ~ N(0, 1)``.
+    """Nodes and weights of the ``order``-point rule for ``E[g(x)]``, ``x ~ N(0, 1)``
+    (``numpy.polynomial.hermite_e.hermegauss``, cached; read-only arrays).
 
     Returns
     -------
@@ -56,6 +89,7 @@ def gauss_legendre(order: int) -> tuple[np.ndarray, np.ndarray]:
     x, w = np.polynomial.legendre.leggauss(order)
     x.flags.writeable = w.flags.writeable = False
     return x, w
+
 
 @lru_cache(maxsize=16)
 def tensor_rule(orders: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -123,3 +157,294 @@ def gaussian_panels(lo: float, hi: float, panel: float, order: int) -> tuple[np.
     nodes = edges[:-1, None] + (x + 1) * half
     weights = w * half * np.exp(-0.5 * nodes ** 2) / np.sqrt(2 * np.pi)
     return nodes.ravel(), weights.ravel()
+
+
+# ----------------------------------------------------------------------------- symmetry folding
+
+@dataclass(frozen=True)
+class Symmetry:
+    """Which symmetries hold at given overlaps.
+
+    Attributes
+    ----------
+    flip : bool
+        ``theta = 0`` or ``m = 0`` exactly (a pinned branch).
+    swap : bool
+        ``A_11 = A_22``.
+    odd : tuple of str
+        Expectations that vanish by symmetry (``"f_eta"`` if ``theta = 0``,
+        ``"f_s"`` if ``m = 0``).
+    """
+
+    flip: bool
+    swap: bool
+    odd: tuple
+
+    @property
+    def fold_s(self) -> bool:
+        """Only ``eta_s >= 0`` is needed."""
+        return self.flip or self.swap
+
+    @property
+    def fold_d(self) -> bool:
+        """Only ``eta_d >= 0`` is needed (given ``eta_s >= 0``)."""
+        return self.flip and self.swap
+
+
+def symmetry_of(ov, params) -> Symmetry:
+    """The symmetries of the channel integrals at overlaps ``ov`` (see the module docstring)."""
+    odd = tuple(name for name, zero in (("f_eta", ov.theta == 0.0), ("f_s", ov.m == 0.0)) if zero)
+    A = params.A_array
+    return Symmetry(flip=bool(odd), swap=bool(A[0, 0] == A[1, 1]), odd=odd)
+
+
+def rotate(x_s, x_d):
+    """Components ``(x_1, x_2)`` from rotated coordinates ``(x_s, x_d)``."""
+    return (x_s + x_d) / np.sqrt(2.0), (x_s - x_d) / np.sqrt(2.0)
+
+
+@lru_cache(maxsize=64)
+def eta_rule(sym: Symmetry, order_s: int, order_d: int, panel: float | None = None, limit: float = 6.0):
+    """Nodes and weights for ``E_eta[J(eta)]``, ``eta ~ N(0, I_2)``, folded by ``sym``.
+
+    Gauss-Hermite (``order_s`` points) in ``eta_s``. In ``eta_d``: with
+    ``panel=None`` Gauss-Hermite (``order_d`` points); otherwise composite
+    Gauss-Legendre (``order_d`` points per panel of length ``<= panel`` on
+    ``|eta_d| <= limit``; the Gaussian mass beyond ``6`` is ``2e-9``), for the
+    kinks of the integrand in ``eta_d`` (where the proximal problem changes from
+    one minimiser to two mirror minima), on which Gauss-Hermite converges
+    erratically.
+
+    Returns
+    -------
+    eta1, eta2, weights : ndarray, shape (N,)
+        Read-only (the rules are cached).
+    """
+    xs, ws = gauss_hermite(order_s)
+    if sym.fold_s:
+        xs, ws = folded(xs, ws)
+    if panel is None:
+        xd, wd = gauss_hermite(order_d)
+        if sym.fold_d:
+            xd, wd = folded(xd, wd)
+    else:
+        xd, wd = gaussian_panels(0.0 if sym.fold_d else -limit, limit, panel, order_d)
+        if sym.fold_d:
+            wd = 2.0 * wd
+    S, D = np.meshgrid(xs, xd, indexing="ij")
+    e1, e2 = rotate(S.ravel(), D.ravel())
+    out = e1, e2, np.outer(ws, wd).ravel()
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+# ----------------------------------------------------------------------------- rule settings
+
+@dataclass(frozen=True)
+class SplitRule:
+    """Orders of the split rule (:mod:`attnlab.theory.split_rule`).
+
+    Attributes
+    ----------
+    order_eta : int
+        Gauss-Hermite points in the teacher-noise direction ``eta_s = (eta_1 + eta_2)/sqrt(2)``.
+    order_eta_d : int
+        Gauss-Legendre points per panel in ``eta_d = (eta_1 - eta_2)/sqrt(2)``.
+    eta_panel : float
+        Largest panel length in ``eta_d`` (on ``|eta_d| <= 6``).
+    order_v : int
+        Gauss-Hermite points across the lines (along the jump curve).
+    order_u : int
+        Gauss-Legendre points per panel of a line.
+    panel : float
+        Largest panel length along a line (panels also end at branch changes).
+    scan : int
+        Points of the jump scan along each line, over ``|u| <= u_max``.
+    u_max : float
+        Half-length of the lines (Gaussian mass beyond is ``2e-9``).
+    max_jumps : int
+        Branch changes per line that are resolved; more raise ``FloatingPointError``.
+    bisections : int
+        Bisection steps locating each branch change (precision ``2 u_max / scan / 2^bisections``).
+
+    Raises
+    ------
+    ValueError
+        If an order, ``scan`` (>= 3), ``max_jumps`` or ``bisections`` is not a
+        positive integer, or a panel length or ``u_max`` is not positive.
+
+    Notes
+    -----
+    The defaults keep the expectations within 4e-5 relative of a rule with all
+    orders doubled at omega = 0.3, lambda = 0.01. The weakest direction is
+    ``order_v``, across the lines: doubling it alone changes ``E[f1 xi1 + f2 xi2]``
+    by 2e-3 at omega = 0 (positional, alpha = 0.7) and by 7e-3 at lambda = 0.001
+    (every other order doubled: <= 4e-4, ``order_u`` and ``panel`` at lambda = 0.001).
+    """
+
+    order_eta: int = 8
+    order_eta_d: int = 6
+    eta_panel: float = 1.5
+    order_v: int = 10
+    order_u: int = 6
+    panel: float = 2.0
+    scan: int = 19
+    u_max: float = 6.0
+    max_jumps: int = 4
+    bisections: int = 10
+
+    def __post_init__(self):
+        for name, low in (("order_eta", 1), ("order_eta_d", 1), ("order_v", 1), ("order_u", 1), ("scan", 3),
+                          ("max_jumps", 1), ("bisections", 1)):
+            check_int(name, getattr(self, name), low)
+        for name in ("eta_panel", "panel", "u_max"):
+            check_positive(name, getattr(self, name))
+
+    @classmethod
+    def fast(cls) -> "SplitRule":
+        """A cheap rule: 1/14 of the nodes of the default, errors of order 1e-3 on
+        the fixed-point map (for interactive use, and as the solver's first stage)."""
+        return cls(order_eta=4, order_eta_d=4, eta_panel=2.0, order_v=6, order_u=4, panel=3.0, scan=13,
+                   bisections=12)
+
+    def refined(self, factor: float = 1.5) -> "SplitRule":
+        """Orders multiplied by ``factor`` (rounded up) and a scan about twice as fine."""
+        up = lambda o: int(np.ceil(o * factor))
+        return SplitRule(up(self.order_eta), up(self.order_eta_d), self.eta_panel, up(self.order_v), up(self.order_u),
+                         self.panel, 2 * self.scan - 1, self.u_max, self.max_jumps, self.bisections)
+
+
+@dataclass(frozen=True)
+class QMCRule:
+    """Point set of the randomised quasi-Monte Carlo rule (:mod:`attnlab.theory.followed_rule`).
+
+    Attributes
+    ----------
+    log2_points : int
+        ``2**log2_points`` Sobol points per scramble.
+    scrambles : int
+        Independent scrambles (their spread is the integration error's scale).
+    seed : int
+        Seed of the scrambles; a different seed gives an independent point set.
+
+    Raises
+    ------
+    ValueError
+        If ``log2_points`` is not in ``[4, 22]``, ``scrambles < 1`` or ``seed < 0``.
+    """
+
+    log2_points: int = 15
+    scrambles: int = 4
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("log2_points", self.log2_points, 4)
+        if self.log2_points > 22:
+            raise ValueError(f"log2_points must be an integer in [4, 22], got {self.log2_points!r}")
+        check_int("scrambles", self.scrambles, 1)
+        check_int("seed", self.seed, 0)
+
+    @property
+    def points(self) -> int:
+        """Total number of points, ``scrambles * 2**log2_points``."""
+        return self.scrambles * 2 ** self.log2_points
+
+    @classmethod
+    def fast(cls) -> "QMCRule":
+        """``2**13`` points, 2 scrambles: the coarse stage of a solve."""
+        return cls(log2_points=13, scrambles=2)
+
+    def refined(self, factor: float = 1.5) -> "QMCRule":
+        """About ``factor**2`` times more points and an independent seed (for error estimates)."""
+        extra = max(1, int(np.ceil(2 * np.log2(factor))))
+        return QMCRule(min(22, self.log2_points + extra), self.scrambles, self.seed + 1)
+
+
+@lru_cache(maxsize=8)
+def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
+    """Standard Gaussian points of ``rule``, shape ``(dim, rule.points)``, read-only.
+
+    ``rule.scrambles`` blocks of ``2**rule.log2_points`` scrambled Sobol points
+    (``scipy.stats.qmc.Sobol``, seeded by ``(rule.seed, block)``) mapped by the
+    inverse normal CDF. Rows ``0..3`` are ``xi_1, xi_2, eta_1, eta_2``; rows 4 and 5
+    are ``nu_1, nu_2`` of the positional branch's initial fields.
+    """
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    blocks = [qmc.Sobol(dim, scramble=True, seed=np.random.default_rng([rule.seed, k])).random_base2(rule.log2_points)
+              for k in range(rule.scrambles)]
+    u = np.clip(np.concatenate(blocks), 1e-16, 1 - 1e-16)
+    pts = np.ascontiguousarray(ndtri(u).T)
+    pts.setflags(write=False)
+    return pts
+
+
+@dataclass(frozen=True)
+class Quadrature:
+    """How the channel expectations are computed.
+
+    Attributes
+    ----------
+    order_xi, order_eta : int
+        Gauss-Hermite points per dimension of the student noise ``xi`` and the
+        teacher noise ``eta`` (the coarse stage of ``"split"``).
+    order_error : int
+        Points per dimension for ``eps_g`` (smooth integrand; at 20 within 1e-9
+        relative of order 40 on both branches at omega = 0.3).
+    method : {"split", "gauss-hermite"}
+        With the global minimiser: ``"split"`` (default), the discontinuity-aware
+        rule of :mod:`attnlab.theory.split_rule` for the final fixed point, after a
+        coarse tensor Gauss-Hermite solve; ``"gauss-hermite"``, tensor
+        Gauss-Hermite only (errors of order 1e-2 on the positional branch at the
+        default orders, and spurious fixed points there).
+    split : SplitRule
+        Orders of the split rule (default: error < 1e-4 relative at omega = 0.3,
+        lambda = 0.01; up to 5e-4 at omega = 0 and 2e-2 on ``eps_g`` at
+        lambda = 0.001, as ``error_estimate=True`` reports;
+        :meth:`SplitRule.fast`: ~1e-3). Used with the global proximal minimiser.
+    qmc : QMCRule
+        Point set for the followed minimiser (:mod:`attnlab.theory.followed_rule`;
+        default ``2**15`` scrambled Sobol points x 4 scrambles: 3e-4 to 3e-3
+        relative on the overlaps at omega = 0.3, as ``error_estimate=True`` reports).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``, an order below 2, ``split`` not a :class:`SplitRule`
+        or ``qmc`` not a :class:`QMCRule`.
+    """
+
+    order_xi: int = 8
+    order_eta: int = 6
+    order_error: int = 20
+    method: str = "split"
+    split: SplitRule = field(default_factory=SplitRule)
+    qmc: QMCRule = field(default_factory=QMCRule)
+
+    def __post_init__(self):
+        check_choice("method", self.method, METHODS)
+        for name in ("order_xi", "order_eta", "order_error"):
+            check_int(name, getattr(self, name), 2)
+        if not isinstance(self.split, SplitRule):
+            raise ValueError(f"split must be a SplitRule, got {self.split!r}")
+        if not isinstance(self.qmc, QMCRule):
+            raise ValueError(f"qmc must be a QMCRule, got {self.qmc!r}")
+
+    @classmethod
+    def fast(cls) -> "Quadrature":
+        """The cheap rules for interactive use (the default's :meth:`cheap`): about 3x
+        faster per fixed point than the default, with errors of order 1e-3 on the overlaps."""
+        return cls().cheap()
+
+    def cheap(self) -> "Quadrature":
+        """This rule with the cheap split rule (:meth:`SplitRule.fast`) and ``2**14 x 2``
+        quasi-Monte Carlo points: the first stage of a solve or a threshold search."""
+        return replace(self, split=SplitRule.fast(), qmc=QMCRule(log2_points=14, scrambles=2))
+
+    def refined(self, factor: float = 1.5) -> "Quadrature":
+        """A finer rule (orders multiplied by ``factor``), to estimate the quadrature error."""
+        up = lambda o: int(np.ceil(o * factor))
+        return Quadrature(up(self.order_xi), up(self.order_eta), up(self.order_error), self.method,
+                          self.split.refined(factor), self.qmc.refined(factor))

@@ -5,7 +5,7 @@ minima and its global minimiser jumps between them across a curve in the
 student-field plane. Plain tensor Gauss-Hermite converges slowly and
 erratically on such integrands. Here, for every teacher-noise node ``eta``
 (Gauss-Hermite in ``eta_s``, composite Gauss-Legendre in ``eta_d``, folded by
-the symmetries of :mod:`attnlab.theory.symmetry`), the student-noise plane
+the symmetries of :mod:`attnlab.theory.quadrature`), the student-noise plane
 ``xi`` is covered by parallel lines
 
 ``xi = u n + v n_perp``,  ``v``: Gauss-Hermite nodes,
@@ -18,98 +18,24 @@ difference of the two minima's values, so that the located jump, and with it
 the whole rule, moves continuously with the overlaps) and every piece between
 jumps is integrated with composite Gauss-Legendre in ``u`` (the Gaussian
 weight included), where the integrand is smooth. The loops over lines (scan,
-bisection) are compiled with numba and run on all cores.
+bisection, sums) are compiled with numba (serial, without the GIL), on the
+primitives of :mod:`attnlab.theory.kernels`.
 
 Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numba
 import numpy as np
 from scipy.special import logit
 
-from ..params import check_int, check_positive
-from .channel import _newton_at, _teacher_at, proximal, teacher_diagonal
-from .quadrature import gauss_hermite, gauss_legendre
-from .symmetry import eta_rule, symmetry_of
+from .channel import ChannelMoments, field_scales, proximal, teacher_diagonal
+from .kernels import branch_label, newton_default, over_nodes, teacher
+from .quadrature import SplitRule, eta_rule, gauss_hermite, gauss_legendre, symmetry_of
 
 __all__ = ["SplitRule", "split_expectations"]
-
-
-@dataclass(frozen=True)
-class SplitRule:
-    """Orders of the split rule.
-
-    Attributes
-    ----------
-    order_eta : int
-        Gauss-Hermite points in the teacher-noise direction ``eta_s = (eta_1 + eta_2)/sqrt(2)``.
-    order_eta_d : int
-        Gauss-Legendre points per panel in ``eta_d = (eta_1 - eta_2)/sqrt(2)``.
-    eta_panel : float
-        Largest panel length in ``eta_d`` (on ``|eta_d| <= 6``).
-    order_v : int
-        Gauss-Hermite points across the lines (along the jump curve).
-    order_u : int
-        Gauss-Legendre points per panel of a line.
-    panel : float
-        Largest panel length along a line (panels also end at branch changes).
-    scan : int
-        Points of the jump scan along each line, over ``|u| <= u_max``.
-    u_max : float
-        Half-length of the lines (Gaussian mass beyond is ``2e-9``).
-    max_jumps : int
-        Branch changes per line that are resolved; more raise ``FloatingPointError``.
-    bisections : int
-        Bisection steps locating each branch change (precision ``2 u_max / scan / 2^bisections``).
-
-    Raises
-    ------
-    ValueError
-        If an order, ``scan`` (>= 3), ``max_jumps`` or ``bisections`` is not a
-        positive integer, or a panel length or ``u_max`` is not positive.
-
-    Notes
-    -----
-    The defaults keep the expectations within 4e-5 relative of a rule with all
-    orders doubled at omega = 0.3, lambda = 0.01. The weakest direction is
-    ``order_v``, across the lines: doubling it alone changes ``E[f1 xi1 + f2 xi2]``
-    by 2e-3 at omega = 0 (positional, alpha = 0.7) and by 7e-3 at lambda = 0.001
-    (every other order doubled: <= 4e-4, ``order_u`` and ``panel`` at lambda = 0.001).
-    """
-
-    order_eta: int = 8
-    order_eta_d: int = 6
-    eta_panel: float = 1.5
-    order_v: int = 10
-    order_u: int = 6
-    panel: float = 2.0
-    scan: int = 19
-    u_max: float = 6.0
-    max_jumps: int = 4
-    bisections: int = 10
-
-    def __post_init__(self):
-        for name, low in (("order_eta", 1), ("order_eta_d", 1), ("order_v", 1), ("order_u", 1), ("scan", 3),
-                          ("max_jumps", 1), ("bisections", 1)):
-            check_int(name, getattr(self, name), low)
-        for name in ("eta_panel", "panel", "u_max"):
-            check_positive(name, getattr(self, name))
-
-    @classmethod
-    def fast(cls) -> "SplitRule":
-        """A cheap rule: 1/14 of the nodes of the default, errors of order 1e-3 on
-        the fixed-point map (for interactive use, and as the solver's first stage)."""
-        return cls(order_eta=4, order_eta_d=4, eta_panel=2.0, order_v=6, order_u=4, panel=3.0, scan=13,
-                   bisections=12)
-
-    def refined(self, factor: float = 1.5) -> "SplitRule":
-        up = lambda o: int(np.ceil(o * factor))
-        return SplitRule(up(self.order_eta), up(self.order_eta_d), self.eta_panel, up(self.order_v), up(self.order_u),
-                         self.panel, 2 * self.scan - 1, self.u_max, self.max_jumps, self.bisections)
 
 
 def _line_directions(c, eta1, eta2, params):
@@ -130,10 +56,7 @@ class _Lines:
 
     def __init__(self, ov, params, rule, symmetry=None):
         self.ov, self.params = ov, params
-        rho = params.sigma ** 2
-        if not (ov.q > 0 and ov.V > 0 and ov.theta ** 2 < ov.q * rho):
-            raise FloatingPointError(f"overlaps left the allowed set (q > 0, V > 0, theta^2 < q rho): {ov}")
-        self.c = np.sqrt(rho - ov.theta ** 2 / ov.q)
+        self.sq, self.kappa, self.c = field_scales(ov, params.sigma ** 2)
         self.symmetry = symmetry_of(ov, params) if symmetry is None else symmetry
         e1, e2, we = eta_rule(self.symmetry, rule.order_eta, rule.order_eta_d, rule.eta_panel)
         v, wv = gauss_hermite(rule.order_v)
@@ -146,9 +69,8 @@ class _Lines:
 
     def geometry(self):
         """Scalars of the field map: ``sqrt(q), m, theta / sqrt(q), c, omega, A_11, A_22``."""
-        sq = np.sqrt(self.ov.q)
         A = self.params.A_array
-        return sq, self.ov.m, self.ov.theta / sq, self.c, self.params.omega, A[0, 0], A[1, 1]
+        return self.sq, self.ov.m, self.kappa, self.c, self.params.omega, A[0, 0], A[1, 1]
 
     def at(self, u):
         """Fields at positions ``u`` (shape (P, N), broadcast with the N lines) -> xi, eta, w, T."""
@@ -159,20 +81,20 @@ class _Lines:
         return (xi1, xi2), (e1, e2), (w1, w2), (T11, T22)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     """Fields at ``xi = u n + v n_perp``, teacher noise ``eta``: ``xi1, xi2, w1, w2, T11, T22``
     (``w = sqrt(q) xi + s m``, ``h* = kappa xi + c eta``, ``T`` as in :func:`teacher_diagonal`)."""
     xi1, xi2 = u * n1 - v * n2, u * n2 + v * n1
-    T11, T22 = _teacher_at(kappa * xi1 + c * e1, kappa * xi2 + c * e2, omega, A11, A22)
+    T11, T22 = teacher(kappa * xi1 + c * e1, kappa * xi2 + c * e2, omega, A11, A22)
     return xi1, xi2, sq * xi1 + m, sq * xi2 - m, T11, T22
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _fields(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22):
     N = u.size
     xi1, xi2, w1, w2, T11, T22 = np.empty(N), np.empty(N), np.empty(N), np.empty(N), np.empty(N), np.empty(N)
-    for i in numba.prange(N):
+    for i in range(N):
         xi1[i], xi2[i], w1[i], w2[i], T11[i], T22[i] = _field_point(u[i], n1[i], n2[i], v[i], e1[i], e2[i],
                                                                     sq, m, kappa, c, omega, A11, A22)
     return xi1, xi2, w1, w2, T11, T22
@@ -186,43 +108,31 @@ def _scan(lines, rule, V, sigma):
     N = lines.v.size
     _, _, (w1, w2), (T11, T22) = lines.at(np.broadcast_to(us[:, None], (rule.scan, N)))
     h1, h2, _ = proximal(w1[0], w2[0], T11[0], T22[0], V, sigma)
-    H1, H2 = _continue(h1, h2, *(np.ascontiguousarray(a) for a in (w1, w2, T11, T22)), float(V), float(sigma))
-    return us, H1, H2, _label(H1, H2)
+    args = (h1, h2, *(np.ascontiguousarray(a) for a in (w1, w2, T11, T22)), float(V), float(sigma))
+    H1, H2, labels = over_nodes(_continue, args, (0, 0, 1, 1, 1, 1, None, None), (1, 1, 1), N, 64)
+    return us, H1, H2, labels
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _continue(h1, h2, w1, w2, T11, T22, V, sigma):
     """Minimisers along each line (axis 1) from those at the first point ``h1, h2``
-    (shape (N,)); fields shape (S, N). Returns H1, H2, shape (S, N)."""
+    (shape (N,)); fields shape (S, N). Returns H1, H2 and their branch labels
+    (:func:`~attnlab.theory.kernels.branch_label`), shape (S, N)."""
     S, N = w1.shape
-    H1, H2 = np.empty((S, N)), np.empty((S, N))
+    H1, H2, labels = np.empty((S, N)), np.empty((S, N)), np.empty((S, N))
     sq = sigma * sigma
-    for i in numba.prange(N):
+    for i in range(N):
         H1[0, i], H2[0, i] = h1[i], h2[i]
+        labels[0, i] = branch_label(h1[i], h2[i])
         for k in range(1, S):
             p1, p2 = H1[k - 1, i], H2[k - 1, i]
             best = np.inf
             for a0, b0 in ((w1[k, i], w2[k, i]), (p1, p2), (-p1, -p2)):
-                a, b, f = _newton_at(a0, b0, w1[k, i], w2[k, i], T11[k, i], T22[k, i], V, sq)
+                a, b, f = newton_default(a0, b0, w1[k, i], w2[k, i], T11[k, i], T22[k, i], V, sq)
                 if f < best:
                     best, H1[k, i], H2[k, i] = f, a, b
-    return H1, H2
-
-
-@numba.njit(cache=True)
-def _label_at(h1, h2):
-    """Branch label: +1 / -1 for the mirror minima (sign of h1 - h2), 0 on the
-    diagonal h1 = h2 where attention is uniform and the loss is flat."""
-    delta = h1 - h2
-    if abs(delta) <= 1e-7 * (1.0 + abs(h1) + abs(h2)):
-        return 0.0
-    return 1.0 if delta > 0 else -1.0
-
-
-@numba.vectorize(["float64(float64, float64)"], cache=True)
-def _label(h1, h2):
-    """Elementwise :func:`_label_at`."""
-    return _label_at(h1, h2)
+            labels[k, i] = branch_label(H1[k, i], H2[k, i])
+    return H1, H2, labels
 
 
 def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
@@ -249,7 +159,7 @@ def _locate_jumps(lines, us, H1, H2, lab, rule, V, sigma):
     return jumps
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22, V, sigma, steps):
     """Bisection on the branch label between ``a`` (label ``label``, minimiser
     ``a1, a2``) and ``b`` (minimiser ``b1, b2``), Newton from the minimisers
@@ -259,42 +169,42 @@ def _bisect(a, b, a1, a2, b1, b2, label, n1, n2, v, e1, e2, sq, m, kappa, c, ome
     which makes the root a continuous function of the overlaps (the midpoint
     would move in steps of the bracket width); else the midpoint."""
     root = np.empty(a.size)
-    for j in numba.prange(a.size):  # the body is a function: numba compiles a small parallel loop much faster
+    for j in range(a.size):
         root[j] = _bisect_at(a[j], b[j], a1[j], a2[j], b1[j], b2[j], label[j], n1[j], n2[j], v[j], e1[j], e2[j],
                              sq, m, kappa, c, omega, A11, A22, V, sigma * sigma, steps)
     return root
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bisect_at(lo, hi, l1, l2, r1, r2, label, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22, V, s2, steps):
     """:func:`_bisect` for one bracket (``s2 = sigma^2``)."""
     for _ in range(steps):
         x = 0.5 * (lo + hi)
         _, _, w1, w2, T11, T22 = _field_point(x, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-        h1, h2, F = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
-        g1, g2, G = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
+        h1, h2, F = newton_default(l1, l2, w1, w2, T11, T22, V, s2)
+        g1, g2, G = newton_default(r1, r2, w1, w2, T11, T22, V, s2)
         if G < F:
             h1, h2 = g1, g2
-        if _label_at(h1, h2) == label:
+        if branch_label(h1, h2) == label:
             lo, l1, l2 = x, h1, h2
         else:
             hi, r1, r2 = x, h1, h2
     root = 0.5 * (lo + hi)
-    right = _label_at(r1, r2)
+    right = branch_label(r1, r2)
     if label != 0.0 and right == -label:  # a jump between mirror minima
         _, _, w1, w2, T11, T22 = _field_point(lo, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-        _, _, Fl_lo = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
-        g1, g2, Fr_lo = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
+        _, _, Fl_lo = newton_default(l1, l2, w1, w2, T11, T22, V, s2)
+        g1, g2, Fr_lo = newton_default(r1, r2, w1, w2, T11, T22, V, s2)
         _, _, w1, w2, T11, T22 = _field_point(hi, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-        _, _, Fr_hi = _newton_at(r1, r2, w1, w2, T11, T22, V, s2)
-        k1, k2, Fl_hi = _newton_at(l1, l2, w1, w2, T11, T22, V, s2)
+        _, _, Fr_hi = newton_default(r1, r2, w1, w2, T11, T22, V, s2)
+        k1, k2, Fl_hi = newton_default(l1, l2, w1, w2, T11, T22, V, s2)
         d_lo, d_hi = Fl_lo - Fr_lo, Fl_hi - Fr_hi
-        if _label_at(g1, g2) == right and _label_at(k1, k2) == label and d_lo < 0.0 < d_hi:
+        if branch_label(g1, g2) == right and branch_label(k1, k2) == label and d_lo < 0.0 < d_hi:
             root = lo + (hi - lo) * d_lo / (d_lo - d_hi)
     return root
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _integrate(fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, sq, m, kappa, c, omega, A11, A22,
                V, sigma):
     """The weighted sums of the hat updates along every line (one compiled loop:
@@ -304,9 +214,8 @@ def _integrate(fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, 
     nearest scan point between the same branch changes (every such segment holds
     a scan point, since the changes are located between scan points with
     different labels) and from ``w``; from the mirror image of that minimiser
-    too if the result's branch label differs from the segment's. (Newton from
-    the scan point's minimiser alone sometimes ends in another local minimum
-    with the same label: 2e-4 relative on ``E[f xi]`` at alpha = 1, omega = 0.3.)
+    too if the result's branch label differs from the segment's (from the scan
+    point's minimiser alone Newton can end in another local minimum with the same label).
     Returns, per line (shape (N, 5)), the contributions to ``E[f1 - f2],
     E[f1^2 + f2^2], E[f1 xi1 + f2 xi2], E[f1 eta1 + f2 eta2], E[M]``, and the
     number of nodes per line (shape (N,))."""
@@ -314,13 +223,13 @@ def _integrate(fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, 
     parts = np.zeros((N, 5))
     count = np.zeros(N, np.int64)
     H1, H2, lab = np.ascontiguousarray(H1.T), np.ascontiguousarray(H2.T), np.ascontiguousarray(lab.T)  # (N, S)
-    for i in numba.prange(N):  # the body is a function: numba compiles a small parallel loop much faster
+    for i in range(N):
         count[i] = _line_sums(parts[i], fixed, jumps[i], x, wl, us, H1[i], H2[i], lab[i], n1[i], n2[i], v[i], e1[i],
                               e2[i], weight[i], sq, m, kappa, c, omega, A11, A22, V, sigma)
     return parts, count
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, weight, sq, m, kappa, c, omega, A11,
                A22, V, sigma):
     """Adds one line's weighted sums to ``acc`` (shape (5,)); returns its number of nodes.
@@ -330,7 +239,8 @@ def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, wei
     s2 = sigma * sigma
     norm = 1.0 / math.sqrt(2.0 * math.pi)
     brk = np.empty(fixed.size + jumps.size)  # fixed and the jumps (unused: u_max), sorted by insertion
-    brk[:fixed.size] = fixed
+    for j in range(fixed.size):  # (not a slice assignment: numba compiles its error message for seconds)
+        brk[j] = fixed[j]
     for j in range(jumps.size):
         t = jumps[j] if math.isfinite(jumps[j]) else u_max
         at = fixed.size + j
@@ -361,12 +271,12 @@ def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, wei
             u = lo + 0.5 * (x[q] + 1.0) * (hi - lo)
             wt = 0.5 * wl[q] * (hi - lo) * math.exp(-0.5 * u * u) * norm * weight
             xi1, xi2, w1, w2, T11, T22 = _field_point(u, n1, n2, v, e1, e2, sq, m, kappa, c, omega, A11, A22)
-            h1, h2, F = _newton_at(p1, p2, w1, w2, T11, T22, V, s2)
-            a, bb, f = _newton_at(w1, w2, w1, w2, T11, T22, V, s2)
+            h1, h2, F = newton_default(p1, p2, w1, w2, T11, T22, V, s2)
+            a, bb, f = newton_default(w1, w2, w1, w2, T11, T22, V, s2)
             if f < F:
                 h1, h2, F = a, bb, f
-            if _label_at(h1, h2) != lab[k]:  # the mirror minimum, if the branch label says so
-                a, bb, f = _newton_at(-p1, -p2, w1, w2, T11, T22, V, s2)
+            if branch_label(h1, h2) != lab[k]:  # the mirror minimum, if the branch label says so
+                a, bb, f = newton_default(-p1, -p2, w1, w2, T11, T22, V, s2)
                 if f < F:
                     h1, h2, F = a, bb, f
             f1, f2 = (h1 - w1) / V, (h2 - w2) / V
@@ -379,18 +289,29 @@ def _line_sums(acc, fixed, jumps, x, wl, us, H1, H2, lab, n1, n2, v, e1, e2, wei
     return nodes
 
 
-def split_expectations(ov, params, rule: SplitRule, symmetry=None):
-    """Expectations over ``(xi, eta)`` needed by the hat updates, by the split rule.
+def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMoments:
+    """The channel moments with the global proximal minimiser, by the split rule.
 
-    ``symmetry`` (:class:`attnlab.theory.symmetry.Symmetry`) fixes the node
-    set; by default it is read off ``ov`` (exact zeros of ``m`` or ``theta``).
+    Parameters
+    ----------
+    ov : Overlaps
+    params : ModelParams
+    rule : SplitRule
+    symmetry : Symmetry, optional
+        Fixes the folded node set (:func:`~attnlab.theory.quadrature.eta_rule`);
+        by default read off ``ov`` (exact zeros of ``m`` or ``theta``).
 
     Returns
     -------
-    dict
-        ``f_s = E[f1 - f2]``, ``f_sq = E[f1^2 + f2^2]``, ``f_xi = E[f1 xi1 + f2 xi2]``,
-        ``f_eta = E[f1 eta1 + f2 eta2]``, ``M = E[M]``, plus ``jumps``, the
-        number of jumps resolved, and ``nodes``, the number of proximal problems solved.
+    ChannelMoments
+        With ``jumps``, the number of jumps resolved, and ``nodes``, the number
+        of proximal problems solved.
+
+    Raises
+    ------
+    FloatingPointError
+        If the overlaps left the domain, or a line crosses more than
+        ``rule.max_jumps`` branch changes.
     """
     V, sigma = ov.V, params.sigma
     lines = _Lines(ov, params, rule, symmetry)
@@ -401,9 +322,10 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None):
     # phi(u) g(u) is smooth on every panel.
     fixed = np.linspace(-rule.u_max, rule.u_max, int(np.ceil(2 * rule.u_max / rule.panel)) + 1)
     x, wl = gauss_legendre(rule.order_u)
-    parts, count = _integrate(fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v,
-                             lines.eta1, lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
-    out = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), (float(t) for t in parts.sum(axis=0))))
-    out.update(jumps=int(np.isfinite(jumps).sum()), nodes=int(count.sum()))
-    out.update({name: 0.0 for name in lines.symmetry.odd})  # exact zeros; the folded rule does not see them
-    return out
+    args = (fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v, lines.eta1,
+            lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
+    axes = (None, 0, None, None, None, 1, 1, 1, 0, 0, 0, 0, 0, 0) + (None,) * 9
+    parts, count = over_nodes(_integrate, args, axes, (0, 0), lines.v.size, 32)
+    sums = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), parts.sum(axis=0)))
+    return ChannelMoments.from_sums(sums, lines.symmetry.odd, nodes=int(count.sum()),
+                                    jumps=int(np.isfinite(jumps).sum()))

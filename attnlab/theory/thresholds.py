@@ -8,23 +8,24 @@ global minimum falls below that of the best linear positional model.
 """
 from __future__ import annotations
 
-import types
-import warnings
-from dataclasses import dataclass, replace
+import concurrent.futures
+import functools
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
-from numpy.polynomial.hermite_e import hermegauss
 
-from ..params import ModelParams, check_choice, check_in_range, check_int, check_params, check_positive, check_tolerance
+from ..params import (BRANCHES, DEFAULT_ALPHA_MAX, DEFAULT_XTOL, ModelParams, check_choice, check_in_range, check_int,
+                      check_params, check_positive, check_tolerance)
+from .branches import BranchFollower, continuable, solve_side_by_side
 from .channel import teacher_diagonal
-from .solver import (DEFAULT_MINIMIZER, MINIMIZERS, ConvergenceWarning, OffBranchWarning, SEResult, StateEvolutionError,
-                     check_quadrature, check_se_params, solve_state_evolution)
-from .split_rule import SplitRule
-from .state_evolution import Quadrature
+from ..params import DEFAULT_MINIMIZER, MINIMIZERS
+from .equations import check_quadrature, check_se_params
+from .quadrature import Quadrature, gauss_hermite
+from .solver import SEResult
 
-__all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram", "search_grid",
-           "ALPHA_MAX_LIMIT"]
+__all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram", "map_transitions",
+           "search_grid", "ALPHA_MAX_LIMIT"]
 
 #: Largest ``alpha_max`` of :func:`find_transition` (the grid grows as ``log(alpha_max)``).
 ALPHA_MAX_LIMIT = 1000.0
@@ -51,72 +52,12 @@ def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
     order = check_int("order", order, 2)
     if order > 1000:
         raise ValueError(f"order must be an integer in [2, 1000], got {order!r}")
-    x, w = hermegauss(order)
-    w = w / w.sum()
+    x, w = gauss_hermite(order)
     h1, h2 = np.meshgrid(params.sigma * x, params.sigma * x, indexing="ij")
     W = np.outer(w, w)
     T11, T22 = teacher_diagonal(h1, h2, params.omega, params.A_array)
     var = lambda T: float((W * T ** 2).sum() - (W * T).sum() ** 2)
     return params.sigma ** 2 * (var(T11) + var(T22))
-
-
-class _BranchCache:
-    """Solves on a branch, warm-started from the nearest alpha already solved
-    (here or, e.g. with a cheaper rule, in ``seed``)."""
-
-    def __init__(self, params, branch, quad, tol, seed: "_BranchCache | None" = None, quiet: bool = False,
-                 minimizer: str | None = None):
-        self.params, self.branch, self.quad, self.tol = params, branch, quad, tol
-        self.minimizer = minimizer
-        self.solved: dict[float, SEResult] = {}
-        self.seed, self.quiet = seed, quiet
-
-    def __call__(self, alpha: float) -> SEResult:
-        if alpha not in self.solved:
-            # warm start from the nearest solution that is on the branch (below
-            # alpha ~ 0.65 the semantic branch collapses onto theta = 0, which is
-            # a fixed point for every alpha and must not be continued from)
-            lead = "theta" if self.branch == "semantic" else "m"
-            known = dict(self.seed.solved) if self.seed is not None else {}
-            known.update(self.solved)
-            good = [a for a, r in known.items() if r.converged and getattr(r, lead) > 1e-6]
-            near = min(good, key=lambda a: abs(a - alpha), default=None)
-            init = known[near] if near is not None else None  # an SEResult: its Jacobian comes along
-            result = self._solve(alpha, init)
-            if init is not None and not (result.converged and getattr(result, lead) > 1e-6):
-                # the warm start fell off the branch (e.g. onto theta = 0 after a long
-                # step in alpha): the default starts are tried instead
-                cold = self._solve(alpha, None)
-                if cold.converged and getattr(cold, lead) > 1e-6:
-                    result = cold
-            self.solved[alpha] = result
-        return self.solved[alpha]
-
-    def _solve(self, alpha, init):
-        """The fixed point; with ``quiet`` no ConvergenceWarning (the result says
-        ``converged=False``) and a non-converged stand-in where the solver fails
-        (e.g. where the branch ends)."""
-        def solve():
-            with warnings.catch_warnings():  # off-branch points are flagged (on_branch) and not continued from
-                warnings.simplefilter("ignore", OffBranchWarning)
-                return solve_state_evolution(self.params, alpha, self.branch, init=init, quad=self.quad, tol=self.tol,
-                                             minimizer=self.minimizer)
-        if not self.quiet:
-            return solve()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            try:
-                return solve()
-            except StateEvolutionError:
-                return _failed(alpha, self.branch, self.minimizer)
-
-
-def _failed(alpha, branch, minimizer):
-    """Stand-in where the solver failed: no fixed point (NaN observables), nothing to warm-start from."""
-    nan = float("nan")
-    return types.SimpleNamespace(alpha=alpha, branch=branch, converged=False, collapsed=False, on_branch=False, m=nan, theta=nan,
-                                 qnorm=nan, eps_t=nan, eps_g=nan, residual=nan, iterations=0,
-                                 minimizer=minimizer or DEFAULT_MINIMIZER)
 
 
 def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Quadrature | None = None,
@@ -125,7 +66,8 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     """Fixed points along ``alphas`` on one branch, by continuation.
 
     Each point is warm-started from the nearest ``alpha`` already solved whose
-    fixed point lies on the branch (``theta > 0`` resp. ``m > 0``). The
+    fixed point lies on the branch (``theta > 0`` resp. ``m > 0``), by the policy
+    of :mod:`attnlab.theory.branches` (:class:`~attnlab.theory.branches.BranchFollower`). The
     semantic branch is followed from large to small ``alpha`` (it branches off
     the trivial ``theta = 0`` solution near ``alpha ~ 0.7`` at ``omega = 0.3``
     and must not be continued from that solution), the positional one from
@@ -138,10 +80,10 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     branch : {"semantic", "positional"}
     minimizer : {"followed", "global"}, optional
         Per-sample proximal minimiser (default: the branch's, see
-        :func:`~attnlab.theory.solver.solve_state_evolution`).
+        :func:`~attnlab.theory.branches.solve_state_evolution`).
     quiet : bool
-        No :class:`~attnlab.theory.solver.ConvergenceWarning`, and where the
-        solver raises :class:`~attnlab.theory.solver.StateEvolutionError` (e.g.
+        No :class:`~attnlab.theory.solver.ConvergenceWarning`, and where every
+        attempt raises :class:`~attnlab.theory.solver.StateEvolutionError` (e.g.
         where the branch ends) that point is returned with ``converged=False``
         and NaN observables instead of the error ending the whole curve.
 
@@ -166,14 +108,14 @@ def se_curve(params: ModelParams, alphas, branch: str = "semantic", *, quad: Qua
     alphas = [check_positive("alpha", a) for a in np.atleast_1d(alphas)]
     if not alphas:
         raise ValueError("alphas must contain at least one value")
-    branch = check_choice("branch", branch, ("semantic", "positional"))
+    branch = check_choice("branch", branch, BRANCHES)
     tol = check_tolerance("tol", tol)
     quad = check_quadrature(quad)
-    cache = _BranchCache(params, branch, quad, tol, minimizer=minimizer, quiet=quiet)
+    follow = BranchFollower(params, branch, quad, tol, minimizer=minimizer, quiet=quiet)
     order = sorted(set(alphas), reverse=(branch == "semantic"))
     for a in tqdm(order, desc=f"SE {branch}", disable=not progress, leave=False):
-        cache(a)
-    return [cache(a) for a in alphas]
+        follow(a)
+    return [follow(a) for a in alphas]
 
 
 @dataclass(frozen=True)
@@ -201,7 +143,7 @@ class Transition:
     eps_g_linear: float
     xtol: float
     params: ModelParams
-    minimizer: str = "followed"
+    minimizer: str = DEFAULT_MINIMIZER
     alpha_min: float = float("nan")
     alpha_max: float = float("nan")
 
@@ -288,7 +230,7 @@ def _brent(fun, a, b, xtol):
 def search_grid(alpha_max: float, grid_points: int = 7) -> list:
     """The bracketing grid of :func:`find_transition`: geometric from
     ``alpha_min = min(alpha_max, 3) / 20`` to ``alpha_max``, with ``grid_points``
-    points up to ``alpha_max = 3`` and more above it, so that the ratio of
+    points up to ``alpha_max = 3`` (:data:`~attnlab.params.DEFAULT_ALPHA_MAX`) and more above it, so that the ratio of
     neighbouring points stays ``20 ** (1 / (grid_points - 1))`` (1.65 for 7 points).
 
     Raises
@@ -300,12 +242,13 @@ def search_grid(alpha_max: float, grid_points: int = 7) -> list:
     if not alpha_max > 0:
         raise ValueError(f"alpha_max must be in (0, {ALPHA_MAX_LIMIT:g}], got {alpha_max!r}")
     grid_points = check_int("grid_points", grid_points, 3)
-    lo = min(alpha_max, 3.0) / 20
+    lo = min(alpha_max, DEFAULT_ALPHA_MAX) / 20
     points = max(grid_points, 1 + int(np.ceil(round((grid_points - 1) * np.log(alpha_max / lo) / np.log(20), 9))))
     return list(np.geomspace(lo, alpha_max, points))
 
 
-def _transition_args(params, alpha_max=3.0, grid_points=7, xtol=1e-3, tol=1e-6, minimizer=None, quad=None):
+def _transition_args(params, alpha_max=DEFAULT_ALPHA_MAX, grid_points=7, xtol=DEFAULT_XTOL, tol=1e-6, minimizer=None,
+                     quad=None):
     """The validated arguments of :func:`find_transition` (its grid in place of ``alpha_max, grid_points``)."""
     check_se_params(params)
     return (search_grid(alpha_max, grid_points), check_tolerance("xtol", xtol), check_tolerance("tol", tol),
@@ -313,13 +256,16 @@ def _transition_args(params, alpha_max=3.0, grid_points=7, xtol=1e-3, tol=1e-6, 
             check_quadrature(quad))
 
 
-def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points: int = 7, xtol: float = 1e-3,
-                    quad: Quadrature | None = None, tol: float = 1e-6, minimizer: str | None = None) -> Transition:
+def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX, grid_points: int = 7,
+                    xtol: float = DEFAULT_XTOL, quad: Quadrature | None = None, tol: float = 1e-6,
+                    minimizer: str | None = None) -> Transition:
     """``alpha_c`` and ``alpha_l`` by bracketing on a grid of ``alpha`` and Brent's method.
 
-    The roots are bracketed on the grid, from its top, with the cheap split rule
-    (:meth:`~attnlab.theory.split_rule.SplitRule.fast`), then refined with ``quad``
-    by pairs ``x +- xtol/2`` around them (warm-started from the cheap stage).
+    The roots are bracketed on the grid, from its top, with the cheap rules
+    (:meth:`~attnlab.theory.quadrature.Quadrature.cheap`), then refined with ``quad``
+    by pairs ``x +- xtol/2`` around them (warm-started from the cheap stage). The two
+    branches are solved side by side in two threads (the same results as one after
+    the other).
 
     Parameters
     ----------
@@ -334,7 +280,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     quad : Quadrature, optional
     tol : float
         Tolerance of each fixed point (the roots need less than the 1e-7 of
-        :func:`~attnlab.theory.solver.solve_state_evolution`: 1e-6 changes them by < 1e-8).
+        :func:`~attnlab.theory.branches.solve_state_evolution`: 1e-6 changes them by < 1e-8).
     minimizer : {"followed", "global"}, optional
         Per-sample proximal minimiser of both branches (default ``"followed"``:
         ``alpha_c`` is where the training losses of the minima gradient descent
@@ -362,32 +308,50 @@ def find_transition(params: ModelParams, *, alpha_max: float = 3.0, grid_points:
     eps_lin = linear_baseline_error(params)
     # bracket with the cheap split rule (tensor Gauss-Hermite has spurious
     # positional fixed points, e.g. at omega = 0), then refine with ``quad``
-    cheap = quad if quad.method == "gauss-hermite" else replace(quad, split=SplitRule.fast(), qmc=Quadrature.fast().qmc)
+    cheap = quad if quad.method == "gauss-hermite" else quad.cheap()
     stages = [quad] if cheap == quad else [cheap, quad]
     alpha_c = alpha_l = float("nan")
     sem = pos = None
-    for k, rule in enumerate(stages):
-        sem = _BranchCache(params, "semantic", rule, tol, seed=sem, quiet=True, minimizer=minimizer)
-        pos = _BranchCache(params, "positional", rule, tol, seed=pos, quiet=True, minimizer=minimizer)
-        # only where both are converged fixed points and the semantic one has
-        # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
-        exists = lambda a: sem(a).converged and sem(a).theta > 1e-6 and not sem(a).collapsed
-        gap = lambda a: (sem(a).eps_t - pos(a).eps_t) if exists(a) and pos(a).converged else np.nan
-        above_lin = lambda a: sem(a).eps_g - eps_lin if sem(a).converged else np.nan
-        if k == 0:  # from the top: warm starts from the developed branches; stop where the semantic one ends
-            alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a))
-        elif not np.isnan(alpha_c):
-            alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
-        if np.isnan(alpha_c):
-            alpha_l = float("nan")
-        elif sem(alpha_c).eps_g < eps_lin:
-            alpha_l = alpha_c
-        elif k == 0:
-            alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
-        elif not np.isnan(alpha_l):
-            alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="attnlab-positional") as pool:
+        for k, rule in enumerate(stages):
+            sem = BranchFollower(params, "semantic", rule, tol, warm_from=sem, quiet=True, minimizer=minimizer)
+            pos = BranchFollower(params, "positional", rule, tol, warm_from=pos, quiet=True, minimizer=minimizer)
+            # only where both are converged fixed points and the semantic one has
+            # theta > 0: below its appearance the "semantic" start returns theta = 0 or Q = 0
+            exists = lambda a: continuable(sem(a))
+            gap = functools.partial(_gap, sem, pos, pool)
+            above_lin = lambda a: sem(a).eps_g - eps_lin if sem(a).converged else np.nan
+            if k == 0:  # from the top: warm starts from the developed branches; stop where the semantic one ends
+                alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a))
+            elif not np.isnan(alpha_c):
+                alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
+            if np.isnan(alpha_c):
+                alpha_l = float("nan")
+            elif sem(alpha_c).eps_g < eps_lin:
+                alpha_l = alpha_c
+            elif k == 0:
+                alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
+            elif not np.isnan(alpha_l):
+                alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params,
                       minimizer=minimizer, alpha_min=float(grid[0]), alpha_max=float(alpha_max))
+
+
+def _gap(sem: BranchFollower, pos: BranchFollower, pool, alpha: float) -> float:
+    """``eps_t`` of the semantic minus the positional branch at ``alpha`` (``nan`` unless the
+    semantic fixed point is continuable and the positional one converged). The positional
+    branch is solved in ``pool`` beside the semantic one, and remembered only where the
+    gap needs it, so that both followers see the calls of a sequential evaluation."""
+    if alpha in sem.solved:
+        s = sem(alpha)
+        p = pos(alpha) if continuable(s) else None
+    else:
+        s, p = solve_side_by_side(lambda: sem(alpha), lambda: pos.peek(alpha), pool)
+        if continuable(s):
+            pos.solved.setdefault(alpha, p)
+    if not continuable(s):
+        return np.nan
+    return s.eps_t - p.eps_t if p.converged else np.nan
 
 
 def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bool = False,
@@ -418,8 +382,6 @@ def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bo
         Empty ``omegas``, ``omega`` outside ``[0, 1]``, ``workers < 1`` or an
         invalid keyword of :func:`find_transition`; before any solve.
     """
-    import functools
-
     check_params(params)
     workers = check_int("workers", workers, 1)
     omegas = [check_in_range("omega", w, 0.0, 1.0) for w in np.atleast_1d(omegas)]
@@ -427,18 +389,44 @@ def phase_diagram(params: ModelParams, omegas, *, workers: int = 1, progress: bo
         raise ValueError("omegas must contain at least one value in [0, 1]")
     cases = [params.replace(omega=float(w)) for w in omegas]
     _transition_args(cases[0], **kwargs)  # invalid arguments fail here, before any solve
-    return _solve_cases(functools.partial(find_transition, **kwargs), cases, workers, progress)
+    return map_transitions(cases, workers=workers, progress=progress, **kwargs)
 
 
-def _solve_cases(solve, cases, workers, progress):
-    """``solve`` of each case, on :func:`attnlab.parallel.parallel_imap` (in this process when
-    ``workers == 1``), each worker with its share of the cores for the compiled proximal kernels."""
+def map_transitions(cases, *, workers: int = 1, progress: bool = False, **kwargs) -> list[Transition]:
+    """:func:`find_transition` for each parameter set of ``cases``, in this process
+    (``workers == 1``) or on :func:`attnlab.parallel.parallel_imap` with ``workers``
+    processes, each with its share of the cores for the compiled kernels.
+
+    Parameters
+    ----------
+    cases : sequence of ModelParams
+    workers : int
+    progress : bool
+        tqdm bar over the cases.
+    **kwargs
+        Passed to :func:`find_transition`.
+
+    Returns
+    -------
+    list of Transition, in the order of ``cases``
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`find_transition`, for any case, before any solve.
+    """
     import os
 
     from tqdm.auto import tqdm
 
     from ..parallel import parallel_imap
 
+    workers = check_int("workers", workers, 1)
+    for case in cases:
+        _transition_args(case, **kwargs)
+    solve = functools.partial(find_transition, **kwargs)
+    bar = dict(total=len(cases), desc="phase diagram", disable=not progress, leave=False)
+    if workers == 1:
+        return [solve(c) for c in tqdm(cases, **bar)]
     threads = max(1, (os.cpu_count() or 1) // workers)
-    return list(tqdm(parallel_imap(solve, cases, workers=workers, threads=threads), total=len(cases),
-                     desc="phase diagram", disable=not progress, leave=False))
+    return list(tqdm(parallel_imap(solve, cases, workers=workers, threads=threads), **bar))

@@ -1,0 +1,323 @@
+"""Compiled primitives of the attention channel (numba), ``L = 2``, rank one.
+
+Per point (scalars in, scalars out; called from the compiled loops here and in
+:mod:`attnlab.theory.split_rule`):
+
+* :func:`sigmoid`, :func:`teacher` (the diagonal of ``T(h*)``), :func:`objective`
+  (the proximal objective ``F(h) = |h - w|^2 / (2V) + l(h, T)``),
+  :func:`newton` (damped, Levenberg-shifted Newton on ``F``: never increases it;
+  :func:`newton_default` with the default budget),
+  :func:`branch_label` (which mirror minimum a point is near).
+
+Loops over quadrature nodes (arrays of shape (N,) in):
+
+* :func:`mean_loss` (the weighted loss at ``h = w``: ``eps_g``),
+  :func:`multistart_newton` (the lowest local minimum from several starts per node),
+  :func:`global_search` (the global minimiser: a polar grid, then Newton).
+
+Every kernel is serial and releases the GIL (``nogil``). :func:`over_nodes` runs
+a loop over nodes on all cores: the nodes are cut into chunks that a pool of
+threads takes in turn, so a core lost to another process slows the loop by its
+share only (numba's parallel loops wait for their slowest thread), and no
+parallel loop has to be compiled (in a fresh process with an empty numba cache
+the followed minimiser's kernels compile in about 1.5 s, the split rule's in 4 s
+more, ``benchmarks/bench_cold_start.py``). Every node is computed as by one
+serial call, so results do not depend on the number of cores. No function is
+inlined by numba (``inline="always"``): LLVM inlines the small ones at less
+compilation cost.
+
+Notation: ``h`` the student preactivations, ``w`` the student field, ``T11, T22``
+the diagonal of the teacher attention, ``V`` the proximal scale, ``s2 = sigma^2``;
+the loss is ``l(h, T) = sigma^2 [(sig(a) - T11)^2 + (sig(b) - T22)^2]`` with
+``a = h1 (h1 - h2)``, ``b = h2 (h2 - h1)`` (Cui et al. 2024, arXiv:2402.03902, Sec. 4).
+The NumPy versions for users are in :mod:`attnlab.theory.channel`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+__all__ = ["NEWTON_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher", "newton", "newton_default",
+           "branch_label", "mean_loss", "multistart_newton", "global_search", "global_search_at", "threads",
+           "over_nodes"]
+
+#: Newton's default iteration budget (:func:`newton_default`).
+NEWTON_ITERATIONS = 40
+#: Newton's default relative step tolerance (:func:`newton_default`).
+NEWTON_TOL = 1e-10
+
+
+@numba.njit(cache=True, nogil=True)
+def sigmoid(x):
+    """The logistic function ``1 / (1 + exp(-x))``, without overflow."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@numba.njit(cache=True, nogil=True)
+def objective(h1, h2, w1, w2, T11, T22, V, s2):
+    """The proximal objective ``F(h) = |h - w|^2 / (2V) + l(h, T)`` at one point, and the
+    two attention weights ``sig(a), sig(b)``; at ``h = w`` with ``V = 1`` its value is the loss."""
+    delta = h1 - h2
+    sa, sb = sigmoid(h1 * delta), sigmoid(-h2 * delta)
+    return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
+
+
+@numba.njit(cache=True, nogil=True)
+def teacher(hs1, hs2, omega, A11, A22):
+    """``T11, T22`` of ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` at one point
+    (:func:`attnlab.theory.channel.teacher_diagonal` for arrays)."""
+    delta = hs1 - hs2
+    return (1.0 - omega) * sigmoid(hs1 * delta) + omega * A11, (1.0 - omega) * sigmoid(-hs2 * delta) + omega * A22
+
+
+_LADDER = (0.5, 0.25, 0.1, 0.03)
+
+
+@numba.njit(cache=True, nogil=True)
+def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
+    """Damped, Levenberg-shifted Newton on the proximal objective from ``(h1, h2)``.
+
+    Where the Hessian is not positive definite it is shifted by ``mu I``
+    (``mu`` from its smallest eigenvalue). The full step is taken where it
+    lowers ``F``; otherwise the best step of the ladder ``0.5, 0.25, 0.1, 0.03``
+    (or none), so ``F`` never increases; where no Newton step lowers ``F``, a
+    backtracking steepest-descent step. Stops once a step is below ``tol``
+    (relative), or after ``iterations`` (defaults :data:`NEWTON_TOL`, :data:`NEWTON_ITERATIONS`).
+
+    Returns
+    -------
+    h1, h2, F : float
+        The point reached (a local minimiser when converged) and ``F`` there.
+    """
+    F, sa, sb = objective(h1, h2, w1, w2, T11, T22, V, s2)
+    c = 2.0 * s2
+    for _ in range(iterations):
+        da, db = sa * (1.0 - sa), sb * (1.0 - sb)
+        ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
+        gaa = c * (da * da + (sa - T11) * da * (1.0 - 2.0 * sa))
+        gbb = c * (db * db + (sb - T22) * db * (1.0 - 2.0 * sb))
+        # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
+        # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
+        a1, a2, b1, b2 = 2.0 * h1 - h2, -h1, -h2, 2.0 * h2 - h1
+        g1 = (h1 - w1) / V + ga * a1 + gb * b1
+        g2 = (h2 - w2) / V + ga * a2 + gb * b2
+        H11 = 1.0 / V + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
+        H22 = 1.0 / V + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
+        H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
+        scale = abs(H11) + abs(H22) + 1e-300
+        lam_min = 0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12)
+        mu = 0.0 if lam_min > 1e-8 * scale else 0.1 * scale - lam_min
+        H11, H22 = H11 + mu, H22 + mu
+        det = H11 * H22 - H12 * H12
+        n1, n2 = -(H22 * g1 - H12 * g2) / det, -(H11 * g2 - H12 * g1) / det
+        step = 1.0
+        Fnew, sa_new, sb_new = objective(h1 + n1, h2 + n2, w1, w2, T11, T22, V, s2)
+        if not Fnew <= F:  # the ladder of shorter steps, and no step at all
+            step, Fnew, sa_new, sb_new = 0.0, F, sa, sb
+            for t in _LADDER:
+                Ft, sat, sbt = objective(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
+                if Ft < Fnew:
+                    step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
+        if step == 0.0:  # no Newton step lowers F: steepest descent with backtracking
+            n1, n2 = -g1 / scale, -g2 / scale
+            t = 1.0
+            for _ in range(30):
+                Ft, sat, sbt = objective(h1 + t * n1, h2 + t * n2, w1, w2, T11, T22, V, s2)
+                if Ft < F:
+                    step, Fnew, sa_new, sb_new = t, Ft, sat, sbt
+                    break
+                t *= 0.5
+        done = step * (abs(n1) + abs(n2)) <= tol * (1.0 + abs(h1) + abs(h2))
+        h1, h2, F, sa, sb = h1 + step * n1, h2 + step * n2, Fnew, sa_new, sb_new
+        if done:
+            break
+    return h1, h2, F
+
+
+@numba.njit(cache=True, nogil=True)
+def newton_default(h1, h2, w1, w2, T11, T22, V, s2):
+    """:func:`newton` with :data:`NEWTON_ITERATIONS` and :data:`NEWTON_TOL`."""
+    # (np.int64: a constant would be passed as a literal, and numba would compile newton again for it)
+    return newton(h1, h2, w1, w2, T11, T22, V, s2, np.int64(NEWTON_ITERATIONS), NEWTON_TOL)
+
+
+@numba.njit(cache=True, nogil=True)
+def branch_label(h1, h2):
+    """+1 / -1 for the two mirror minima (the sign of ``h1 - h2``), 0 on the diagonal
+    ``h1 = h2`` (relative to ``1e-7``), where attention is uniform and the loss is flat."""
+    delta = h1 - h2
+    if abs(delta) <= 1e-7 * (1.0 + abs(h1) + abs(h2)):
+        return 0.0
+    return 1.0 if delta > 0 else -1.0
+
+
+@numba.njit(cache=True, nogil=True)
+def mean_loss(x1, x2, e1, e2, weights, sq, m, kappa, c, omega, A11, A22, s2):
+    """``sum_i weights_i l(w_i, T(h*_i))`` with ``w = (sq x1 + m, sq x2 - m)`` and
+    ``h* = kappa xi + c eta`` at nodes ``xi = (x1, x2)``, ``eta = (e1, e2)`` (shape (N,)):
+    the generalization error when ``sq = sqrt(q)``, ``kappa = theta / sqrt(q)``,
+    ``c = sqrt(rho - theta^2 / q)``.
+
+    Summed in two halves (the first ``ceil(N / 2)`` nodes, then the rest), the order
+    of the two-thread loop that computed the cached tables of ``results/``; the sum
+    does not depend on the machine's core count."""
+    total = 0.0
+    half = (x1.size + 1) // 2
+    for lo, hi in ((0, half), (half, x1.size)):
+        part = 0.0
+        for i in range(lo, hi):
+            w1, w2 = sq * x1[i] + m, sq * x2[i] - m
+            T11, T22 = teacher(kappa * x1[i] + c * e1[i], kappa * x2[i] + c * e2[i], omega, A11, A22)
+            part += weights[i] * objective(w1, w2, w1, w2, T11, T22, 1.0, s2)[0]  # at h = w: the loss
+        total += part
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
+    """:func:`newton` from each of ``k`` starts ``s1, s2`` (shape (k, N)) for every node
+    (fields ``w1, w2``, teacher ``T11, T22``, shape (N,)); the lowest local minimum per node.
+
+    Returns
+    -------
+    h1, h2, F : ndarray, shape (N,)
+    """
+    k, N = s1.shape
+    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
+    sq = sigma * sigma
+    for i in range(N):
+        F[i] = np.inf
+        for j in range(k):
+            a, b, f = newton(s1[j, i], s2[j, i], w1[i], w2[i], T11[i], T22[i], V, sq, iterations, tol)
+            if f < F[i]:
+                h1[i], h2[i], F[i] = a, b, f
+    return h1, h2, F
+
+
+@numba.njit(cache=True, nogil=True)
+def global_search(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
+    """The global minimiser of the proximal objective for every node (:func:`global_search_at`).
+
+    Returns
+    -------
+    h1, h2, F : ndarray, shape (N,)
+    """
+    N = w1.size
+    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
+    best, at = np.empty(starts), np.empty(starts, np.int64)
+    for i in range(N):
+        h1[i], h2[i], F[i] = global_search_at(gx, gy, w1[i], w2[i], T11[i], T22[i], V, sigma * sigma, iterations,
+                                              best, at)
+    return h1, h2, F
+
+
+@numba.njit(cache=True, nogil=True)
+def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, iterations, best, at):
+    """Global search for one node: the objective on the polar grid ``gx, gy`` (unit disc)
+    scaled to the disc ``|h - w| <= sqrt(2 V l(w, T))``, which holds every minimiser
+    (``F(h) >= |h - w|^2 / 2V`` and ``F(w) = l(w, T)``), then :func:`newton` from ``w``
+    and from the ``starts = best.size`` best grid points; the lowest local minimum
+    ``h1, h2, F``. ``best``, ``at`` (float and int arrays, shape (starts,)) are work space."""
+    starts = best.size
+    radius = math.sqrt(2.0 * V * objective(w1, w2, w1, w2, T11, T22, V, s2)[0])
+    best[:] = np.inf
+    at[:] = 0
+    for g in range(gx.size):
+        f = objective(w1 + radius * gx[g], w2 + radius * gy[g], w1, w2, T11, T22, V, s2)[0]
+        j = starts - 1
+        if f < best[j]:  # insert into the sorted list of the best grid points
+            while j > 0 and f < best[j - 1]:
+                best[j], at[j] = best[j - 1], at[j - 1]
+                j -= 1
+            best[j], at[j] = f, g
+    h1, h2, F = newton(w1, w2, w1, w2, T11, T22, V, s2, iterations, NEWTON_TOL)
+    for j in range(starts):
+        if best[j] < np.inf:
+            a, b, f = newton(w1 + radius * gx[at[j]], w2 + radius * gy[at[j]], w1, w2, T11, T22, V, s2, iterations,
+                             NEWTON_TOL)
+            if f < F:
+                h1, h2, F = a, b, f
+    return h1, h2, F
+
+
+# ----------------------------------------------------------------------------- all cores
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def threads() -> int:
+    """Threads of :func:`over_nodes`: ``NUMBA_NUM_THREADS`` (its default: the cores) or
+    ``numba.set_num_threads`` in the calling thread, at most the cores this process may
+    run on (so a sweep worker with ``NUMBA_NUM_THREADS=1`` stays on one core)."""
+    n = min(numba.config.NUMBA_NUM_THREADS, numba.get_num_threads())
+    if hasattr(os, "sched_getaffinity"):
+        n = min(n, len(os.sched_getaffinity(0)))
+    return max(1, n)
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers != workers:
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="attnlab-kernels")
+        return _pool
+
+
+def _forget_pool() -> None:  # a forked child has none of the parent's threads
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _cut(a, axis, lo, hi):
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(lo, hi)
+    return np.ascontiguousarray(a[tuple(index)])
+
+
+def over_nodes(kernel, args, axes, out_axes, n: int, min_chunk: int):
+    """``kernel(*args)`` computed on chunks of the ``n`` nodes in :func:`threads` threads.
+
+    Parameters
+    ----------
+    kernel : numba function
+        A loop over nodes whose outputs at a node depend only on its inputs at that node.
+    args : sequence
+        Its arguments.
+    axes : sequence of int or None
+        For each argument, its node axis (``None``: the same for every node).
+    out_axes : sequence of int
+        For each output array, its node axis.
+    n : int
+        Number of nodes.
+    min_chunk : int
+        Fewest nodes per chunk (below ``2 min_chunk`` nodes, one serial call).
+
+    Returns
+    -------
+    tuple of ndarray
+        As ``kernel(*args)``: the chunks' outputs concatenated along ``out_axes``.
+    """
+    workers = threads()
+    chunks = min(4 * workers, n // max(1, min_chunk)) if workers > 1 else 1
+    if chunks <= 1:
+        return kernel(*args)
+    edges = np.linspace(0, n, chunks + 1).astype(np.int64)
+
+    def run(lo, hi):
+        return kernel(*(a if ax is None else _cut(a, ax, lo, hi) for a, ax in zip(args, axes)))
+
+    parts = list(_executor(workers).map(run, edges[:-1], edges[1:]))
+    return tuple(np.concatenate([p[i] for p in parts], axis=ax) for i, ax in enumerate(out_axes))
