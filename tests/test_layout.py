@@ -62,11 +62,11 @@ def test_layers_import_one_way_and_no_private_names():
                 continue
             assert _layer(target) <= _layer(name), f"{name} ({LAYERS[_layer(name)][0]}) imports {target}"
             private = imported is not None and imported.startswith("_") and not imported.startswith("__")
-            if private and not name.startswith("attnlab.theory"):  # (the theory package: tests/test_theory.py)
+            if private:
                 assert target == name, f"{name} imports the private name {imported} of {target}"
 
 
-def test_no_import_cycle_outside_the_theory_package():
+def test_no_import_cycle():
     modules = _modules()
     graph = {n: {t for t, _ in _imports(n, p, modules) if t in modules and t != n} for n, p in modules.items()}
     graph["attnlab"] = set()  # (its lazy loader is the way in, not a dependency of the modules)
@@ -75,5 +75,5 @@ def test_no_import_cycle_outside_the_theory_package():
         return any(nxt == goal or (nxt not in seen and not seen.add(nxt) and reaches(nxt, goal, seen))
                    for nxt in graph[start])
 
-    cycles = [n for n in graph if reaches(n, n, set()) and not n.startswith("attnlab.theory")]
+    cycles = [n for n in graph if reaches(n, n, set())]
     assert not cycles, cycles
