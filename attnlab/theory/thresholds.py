@@ -2,9 +2,12 @@
 
 Source: Cui et al. 2024 (arXiv:2402.03902), Sec. 4, Fig. 2 and Fig. 3:
 ``alpha_c`` is where the training losses of the semantic and the positional
-branches cross (below it the global minimum of the risk is positional, above
-it semantic); ``alpha_l >= alpha_c`` is where the generalization error of the
-global minimum falls below that of the best linear positional model.
+branches cross (below it the lower of the two minima is positional, above it
+semantic: with ``minimizer="global"`` the paper's global minimum of the risk,
+with the default ``"followed"`` the minima that gradient descent reaches from
+the informed and the positional start); ``alpha_l >= alpha_c`` is where the
+generalization error of the lower minimum falls below that of the best linear
+positional model.
 """
 from __future__ import annotations
 
