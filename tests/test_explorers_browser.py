@@ -51,7 +51,7 @@ def book_html(tmp_path_factory) -> Path:
     _browser_or_skip()
     given = os.environ.get("ATTNLAB_BOOK_HTML")
     if given:
-        return Path(given)
+        return Path(given).resolve()  # a relative path too (file:// URIs need an absolute one)
     out = tmp_path_factory.mktemp("book")
     exe = shutil.which("jupyter-book") or shutil.which("jb")
     proc = subprocess.run([exe, "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
