@@ -1,6 +1,6 @@
 """Project 4 starter: counting task, how often does the unrestricted model go semantic?
 
-Run:  python p4_counting_data.py                 (15-30 s per training run)
+Run:  python p4_counting_data.py                 (seconds per training run)
 """
 from attnlab.counting import train_counting
 
