@@ -165,6 +165,20 @@ def test_cli_list_and_errors(capsys):
     assert cli.main(["reproduce", "--list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert set(listed) == set(FIGURES)
+    assert listed["overlaps-vs-alpha"].endswith("; cached]")  # every run of its grid is in results/
+
+
+def test_cli_list_counts_a_partial_cache(tmp_path, capsys):
+    """--list says how many of a figure's runs a cached table holds, not only that the file exists."""
+    specs = figure_specs("finite-size")
+    rows = [dict(run_id=spec_key(s), **s) for s in specs[:3]] + [dict(run_id="not-in-the-grid", **specs[0])]
+    cols = list(rows[0])
+    (tmp_path / "finite-size.csv").write_text(
+        "\n".join([",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in rows]) + "\n")
+    assert cli.main(["reproduce", "--list", "--json", "--out", str(tmp_path)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["finite-size"].endswith(f"3 of {len(specs)} runs cached]")
+    assert listed["rank-2"].endswith("not cached]")
     assert cli.main(["reproduce", "no-such-figure"]) == 2
     assert "figure must be one of" in capsys.readouterr().err
     assert cli.main(["reproduce", "overlaps-vs-alpha", "--alphas", ","]) == 2
