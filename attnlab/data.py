@@ -196,12 +196,13 @@ BYTES_PER_ENTRY = 6 * 8
 
 
 def n_samples(alpha: float, d: int, L: int = 2) -> int:
-    """Number of samples ``n = round(alpha * d)`` (at least 1) for sample complexity ``alpha``.
+    """Number of samples ``n = round(alpha * d)`` for sample complexity ``alpha``.
 
     Raises
     ------
     ValueError
-        If ``alpha <= 0``, ``d < 2`` or the training set of ``L``-token sequences
+        If ``alpha <= 0``, ``d < 2``, ``round(alpha * d) < 1`` (no training sample: the
+        run would silently use another ``alpha``) or the training set of ``L``-token sequences
         would need more than half of this machine's memory (``alpha * d`` too large;
         the limit is in the message).
     """
@@ -210,7 +211,11 @@ def n_samples(alpha: float, d: int, L: int = 2) -> int:
     check_memory("d", d, L * BYTES_PER_ENTRY, f"one sequence of {L} tokens")
     check_memory("alpha * d (the number of samples n)", alpha * d, L * d * BYTES_PER_ENTRY,
                  f"the training set (alpha = {alpha:g}, d = {d}: n sequences of {L} tokens in dimension d)")
-    return max(1, int(round(alpha * d)))
+    n = int(round(alpha * d))
+    if n < 1:
+        raise ValueError(f"alpha * d = {alpha * d:.3g} gives no training sample (n = round(alpha * d) = 0): "
+                         f"alpha must be > {0.5 / d:.3g} at d = {d}")
+    return n
 
 
 def make_problem(params: ModelParams, alpha: float, d: int, *, seed: int = 0,

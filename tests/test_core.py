@@ -204,3 +204,14 @@ def test_make_problem_uses_the_requested_teacher():
     assert np.linalg.norm(data.Qstar) ** 2 == pytest.approx(50)
     np.testing.assert_allclose(data.Qstar, sample_teacher(50, 3, "exact-norm"))
     assert not np.allclose(make_problem(attnlab.ModelParams(), 0.5, 50, seed=3).Qstar, data.Qstar)
+
+
+def test_no_training_sample_is_an_error_not_another_alpha():
+    """alpha * d below one half used to run with n = 1, i.e. at another alpha, silently."""
+    from attnlab.data import n_samples
+
+    assert n_samples(0.011, 100) == 1 and n_samples(1.5, 100) == 150
+    with pytest.raises(ValueError, match=r"alpha must be > 0.005 at d = 100"):
+        n_samples(1e-9, 100)
+    with pytest.raises(ValueError, match="no training sample"):
+        make_problem(ModelParams(), 0.004, 100, seed=0)

@@ -216,6 +216,12 @@ def test_problem_set_solutions_pass_and_stubs_fail(course, number, tmp_path):
     ps = course / "assignments" / f"ps{number}"
     zip_ = ps / "autograder" / "autograder.zip"
     assert zip_.exists()
+    # a grading service builds its environment from the bundle: it must install attnlab at the release
+    import zipfile
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    env = zipfile.ZipFile(zip_).read("environment.yml").decode()
+    assert f"attnlab @ git+{repo['url']}@{repo['branch']}" in env
     student_nb = ps / "student" / f"ps{number}.ipynb"
     # the student notebook has stubs, no solution and no hidden test
     nb = nbformat.read(student_nb, as_version=4)
@@ -285,3 +291,10 @@ def test_retarget_changes_every_url(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:]
     assert " passed" in res.stdout and "failed" not in res.stdout
+
+
+def test_unknown_chapter_is_one_line_not_a_traceback(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_course.main(["--out", str(tmp_path), "--chapters", "99_nope", "--parts", "student", "--no-html"])
+    assert exit_.value.code == 2
+    assert "unknown chapters ['99_nope']" in capsys.readouterr().err

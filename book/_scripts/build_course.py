@@ -463,12 +463,23 @@ def build_slides(out: Path, lectures: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- assignments
 
+def grading_requirements() -> str:
+    """The packages the autograder's environment needs besides otter: attnlab at the book's
+    release (``repository`` in ``_config.yml``, as the install cells), with a CPU build of torch."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    return ("--extra-index-url https://download.pytorch.org/whl/cpu\n"
+            f"attnlab @ git+{repo['url']}@{repo['branch']}\n")
+
+
 def build_assignments(out: Path, lectures: list[dict]) -> dict:
     import jupytext
 
     dest = out / "assignments"
     src_dir = out / "_assignment_sources"
     src_dir.mkdir(parents=True, exist_ok=True)
+    # every problem set's config names this file: otter puts it into the autograder bundle,
+    # so that a grading service (Gradescope, otter's Docker image) installs attnlab too
+    (src_dir / "requirements.txt").write_text(grading_requirements())
     n_tests = {}
     for lec in lectures:
         name = f"ps{lec['number']}"
@@ -507,6 +518,9 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown parts {sorted(unknown)}")
     chapters = [c for c in args.chapters.split(",") if c] or chapter_names()
+    unknown = sorted(set(chapters) - set(chapter_names()))
+    if unknown:
+        ap.error(f"unknown chapters {unknown}: choose from {', '.join(chapter_names())}")
     plan = course_plan()
     lectures = [l for l in plan["lectures"] if set(l["chapters"]) & set(chapters)]
     out.mkdir(parents=True, exist_ok=True)
