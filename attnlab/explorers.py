@@ -452,7 +452,8 @@ set(sem, S); set(teacher, T);
     for s in sliders.values():
         s.js_on_change("value", callback)
     return column(Div(text="<b>Teacher attention explorer</b>", sizing_mode="stretch_width"),
-                  row(*sliders.values(), sizing_mode="stretch_width"), row(f1, f2, f3, styles={"flex-wrap": "wrap"}),
+                  # the teacher first: on a phone the panels stack, and it is the one the sliders move most
+                  row(*sliders.values(), sizing_mode="stretch_width"), row(f3, f1, f2, styles={"flex-wrap": "wrap"}),
                   sizing_mode="stretch_width", name="teacher-explorer")
 
 
