@@ -710,7 +710,8 @@ def plot_phase_map(runs, theory=None, path=None):
     if theory is not None and "alpha_c" in theory:
         order = np.argsort(theory["omega"])
         _threshold_lines(ax, theory["omega"][order], theory["alpha_c"][order], theory["alpha_l"][order], ms=3)
-        ax.legend(fontsize=7, loc="lower right")
+        # below the axes, not over the map's cells
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
         finite = np.r_[theory["alpha_c"], theory["alpha_l"]]  # show thresholds beyond the simulated range too
         right = max(right, 1.05 * finite[np.isfinite(finite)].max(initial=0.0))
     ax.set_xlim(alphas.min() - step, right)
