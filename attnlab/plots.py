@@ -670,8 +670,12 @@ def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel(r"sample complexity $\alpha = n/d$" if x == "alpha" else "embedding dimension $d$")
-    axes[0, 0].legend(fontsize=7)
-    axes[1, 1].legend(fontsize=7)
+    # one legend for the four panels, under them: none drawn over the data
+    entries = {}
+    for ax in axes.flat:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(name, handle)
+    fig.legend(list(entries.values()), list(entries), fontsize=8, loc="outside lower center", ncol=3)
     fixed = rf"; $\alpha$={', '.join(f'{a:g}' for a in np.unique(runs['alpha']))}" if x == "d" else ""
     methods = ", ".join(_METHOD_LABELS.get(m, m) for m in methods)
     fig.suptitle(_sweep_title(runs, f"{fixed}; {methods}; points: mean $\\pm$ SEM over seeds{note}"), fontsize=9)
