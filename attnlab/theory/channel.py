@@ -140,11 +140,10 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
     Damped, Levenberg-shifted Newton (:func:`attnlab.theory.kernels.newton`; it never
     increases the objective ``|h - w|^2 / (2V) + l(h, T)``) from ``start`` for every
     node: a local minimum, not necessarily the global one (:func:`proximal`). It is the
-    minimum in whose basin ``start`` lies when the Newton steps stay in that basin; a long
-    step from a start far from every minimum (large ``V``) can cross the boundary
-    ``h1 = h2`` into the other basin, which the gradient flow from ``start`` would not
-    (on 600 nodes sampled from the state evolution at ``alpha = 0.8, 1.5`` the two agreed). Started at the teacher's field ``h*`` it is the minimiser
-    that gradient descent from ``Q0 = Q*`` keeps (book Chapter 5).
+    minimum in whose basin ``start`` lies when the Newton steps stay in that basin; from a
+    start far from every minimum (large ``V``) a long step can cross ``h1 = h2`` into the
+    other basin, where the gradient flow would not go. Started at the teacher's field
+    ``h*`` it is the minimiser that gradient descent from ``Q0 = Q*`` keeps (book Chapter 5).
 
     Parameters
     ----------
