@@ -476,3 +476,31 @@ def test_fixed_point_does_not_depend_on_threads_or_fork():
                              check=True)
         results += json.loads(out.stdout)
     assert all(r == results[0] for r in results), results
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_followed_moments_kernel_equals_the_numpy_composition(branch, monkeypatch):
+    """followed_expectations (one compiled pass per node) gives the moments of
+    initial_fields -> descend -> moments_from_samples composed in NumPy, to 1e-9, and
+    the same bits for 1, 2 and 3 threads (fixed blocks, summed in order)."""
+    import attnlab.theory.kernels as kernels
+    from attnlab.theory.channel import descend, fields, moments_from_samples, teacher_diagonal
+    from attnlab.theory.followed_rule import followed_expectations, initial_fields
+    from attnlab.theory.quadrature import QMCRule, gaussian_points
+    P = ModelParams(omega=0.2, sigma=0.7, lam=0.05)
+    ov = Overlaps(q=0.3, m=0.2 if branch == "positional" else 0.0, V=3.0, theta=0.0 if branch == "positional" else 0.25)
+    rule = QMCRule(log2_points=11, scrambles=3, seed=4)
+    nodes = gaussian_points(rule)
+    w1, w2, hs1, hs2, _ = fields(ov, P.sigma ** 2, nodes[:4])
+    T11, T22 = teacher_diagonal(hs1, hs2, P.omega, P.A_array)
+    h1, h2, M = descend(w1, w2, T11, T22, ov.V, P.sigma, start=initial_fields(ov, P, branch, nodes))
+    values = moments_from_samples(h1, h2, M, w1, w2, nodes[:2], nodes[2:4], ov.V)
+    per = {k: g.reshape(rule.scrambles, -1).mean(axis=1) for k, g in values.items()}
+    runs = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(kernels, "threads", lambda n=n: n)
+        runs.append(followed_expectations(ov, P, rule, branch))
+    for k, p in per.items():
+        assert getattr(runs[0], k) == pytest.approx(p.mean(), rel=1e-9, abs=1e-12), k
+        assert runs[0].spread[k] == pytest.approx(p.std(ddof=1) / np.sqrt(rule.scrambles), rel=1e-6, abs=1e-12), k
+    assert runs[0] == runs[1] == runs[2] and runs[0].spread == runs[1].spread == runs[2].spread

@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
-from .channel import SIGNS, ChannelMoments, descend, fields, moments_from_samples, teacher_diagonal
+from . import kernels
+from .channel import MOMENTS, SIGNS, ChannelMoments, field_scales, fields
 from .quadrature import QMCRule, gaussian_points
 
 __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
@@ -46,6 +47,10 @@ __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectation
 #: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
 #: residual; the integration error of the fixed point (about 1e-3) is larger still.
 FOLLOWED_TOL = 3e-4
+
+
+#: Newton iterations of the followed minimiser's descent (:func:`attnlab.theory.channel.descend`'s default).
+DESCENT_ITERATIONS = 60
 
 
 def followed_tolerance(rule: QMCRule) -> float:
@@ -100,16 +105,22 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
         With ``nodes`` (proximal problems solved) and ``spread``: for each
         expectation the standard error over the scrambles.
     """
+    check_choice("branch", branch, BRANCHES)
     nodes = gaussian_points(rule, 6)
-    w1, w2, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes[:4])
-    T11, T22 = teacher_diagonal(hs1, hs2, params.omega, params.A_array)
-    h1, h2, M = descend(w1, w2, T11, T22, ov.V, params.sigma, start=initial_fields(ov, params, branch, nodes))
-    values = moments_from_samples(h1, h2, M, w1, w2, nodes[:2], nodes[2:4], ov.V)
-    means, spread = {}, {}
-    for name, g in values.items():
-        per = g.reshape(rule.scrambles, -1).mean(axis=1)
-        means[name] = per.mean()
-        spread[name] = float(per.std(ddof=1) / np.sqrt(rule.scrambles)) if rule.scrambles > 1 else float("nan")
+    sq, kappa, c = field_scales(ov, params.sigma ** 2)
+    r = float(np.clip(params.sigma * ov.m / np.sqrt(ov.q), -1.0, 1.0))
+    A = params.A_array
+    per_scramble = 2 ** rule.log2_points
+    block = min(1024, per_scramble)
+    # one compiled pass over the nodes: initial_fields, descend and moments_from_samples composed
+    run = lambda lo, hi: kernels.followed_sums(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0],
+                                               A[1, 1], ov.V, params.sigma, branch == "semantic", r,
+                                               POSITIONAL_INIT_SCALE, DESCENT_ITERATIONS)
+    sums = kernels.over_blocks(run, nodes.shape[1] // block, block)
+    per = sums.reshape(rule.scrambles, per_scramble // block, len(MOMENTS)).sum(axis=1) / per_scramble
+    means = dict(zip(MOMENTS, per.mean(axis=0)))
+    spread = {name: float(per[:, j].std(ddof=1) / np.sqrt(rule.scrambles)) if rule.scrambles > 1 else float("nan")
+              for j, name in enumerate(MOMENTS)}
     odd = symmetry.odd if symmetry is not None else ()
     spread.update({name: 0.0 for name in odd})
-    return ChannelMoments.from_sums(means, odd, nodes=int(w1.size), spread=spread)
+    return ChannelMoments.from_sums(means, odd, nodes=int(nodes.shape[1]), spread=spread)

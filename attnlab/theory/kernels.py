@@ -43,8 +43,8 @@ import numba
 import numpy as np
 
 __all__ = ["NEWTON_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher", "newton", "newton_default",
-           "branch_label", "mean_loss", "multistart_newton", "global_search", "global_search_at", "threads",
-           "over_nodes"]
+           "branch_label", "mean_loss", "followed_sums", "multistart_newton", "global_search", "global_search_at", "threads",
+           "over_nodes", "over_blocks"]
 
 #: Newton's default iteration budget (:func:`newton_default`).
 NEWTON_ITERATIONS = 40
@@ -203,6 +203,51 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
 
 
 @numba.njit(cache=True, nogil=True)
+def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sigma, semantic, r, c0, iterations):
+    """Per-block sums of the followed minimiser's integrands over nodes ``lo..hi``.
+
+    For every node ``(xi_1, xi_2, eta_1, eta_2, nu_1, nu_2)`` (the columns of
+    ``nodes``, shape (6, N)): the fields ``w = (sq xi_1 + m, sq xi_2 - m)``,
+    ``h* = kappa xi + c eta``, the teacher diagonal, the descent's start (semantic:
+    ``h*``; positional: ``c0 (s_l + sigma (r xi_l + sqrt(1 - r^2) nu_l))``), :func:`newton`
+    from there (``iterations``, :data:`NEWTON_TOL`) and, with ``f = (h - w) / V``, the
+    integrands ``f_1 - f_2``, ``f_1^2 + f_2^2``, ``f . xi``, ``f . eta`` and ``F`` (the
+    local Moreau envelope): the same numbers as
+    :func:`attnlab.theory.followed_rule.initial_fields`,
+    :func:`attnlab.theory.channel.descend` and
+    :func:`attnlab.theory.channel.moments_from_samples` composed, without their
+    arrays. ``lo`` and ``hi`` are multiples of ``block``; each block is summed in
+    order, so a sum does not depend on how the blocks are shared among threads.
+
+    Returns
+    -------
+    sums : ndarray, shape ((hi - lo) / block, 5)
+    """
+    s2 = sigma * sigma
+    sr = math.sqrt(max(0.0, 1.0 - r * r))
+    out = np.zeros(((hi - lo) // block, 5))
+    for k in range(out.shape[0]):
+        for i in range(lo + k * block, lo + (k + 1) * block):
+            x1, x2, e1, e2 = nodes[0, i], nodes[1, i], nodes[2, i], nodes[3, i]
+            w1, w2 = sq * x1 + m, sq * x2 - m
+            hs1, hs2 = kappa * x1 + c * e1, kappa * x2 + c * e2
+            T11, T22 = teacher(hs1, hs2, omega, A11, A22)
+            if semantic:
+                h1, h2 = hs1, hs2
+            else:
+                h1 = c0 * (1.0 + sigma * (r * x1 + sr * nodes[4, i]))
+                h2 = c0 * (-1.0 + sigma * (r * x2 + sr * nodes[5, i]))
+            h1, h2, F = newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, NEWTON_TOL)
+            f1, f2 = (h1 - w1) / V, (h2 - w2) / V
+            out[k, 0] += f1 - f2
+            out[k, 1] += f1 * f1 + f2 * f2
+            out[k, 2] += f1 * x1 + f2 * x2
+            out[k, 3] += f1 * e1 + f2 * e2
+            out[k, 4] += F
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
 def global_search(gx, gy, w1, w2, T11, T22, V, sigma, starts, iterations):
     """The global minimiser of the proximal objective for every node (:func:`global_search_at`).
 
@@ -321,3 +366,26 @@ def over_nodes(kernel, args, axes, out_axes, n: int, min_chunk: int):
 
     parts = list(_executor(workers).map(run, edges[:-1], edges[1:]))
     return tuple(np.concatenate([p[i] for p in parts], axis=ax) for i, ax in enumerate(out_axes))
+
+
+def over_blocks(run, blocks: int, block: int) -> np.ndarray:
+    """``run(lo, hi)`` over ``blocks`` blocks of ``block`` nodes, shared among :func:`threads` threads.
+
+    Parameters
+    ----------
+    run : callable
+        ``run(lo, hi)`` returns one row per block of the nodes ``lo..hi`` (multiples
+        of ``block``), e.g. :func:`followed_sums`.
+    blocks, block : int
+
+    Returns
+    -------
+    ndarray, shape (blocks, ...)
+        The rows in the order of the blocks: the same for any number of threads.
+    """
+    workers = threads()
+    chunks = min(4 * workers, blocks) if workers > 1 else 1
+    if chunks <= 1:
+        return run(0, blocks * block)
+    edges = np.linspace(0, blocks, chunks + 1).astype(np.int64) * block
+    return np.concatenate(list(_executor(workers).map(run, edges[:-1], edges[1:])))
