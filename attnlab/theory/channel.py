@@ -134,7 +134,7 @@ def _multistart(s1, s2, w1, w2, T11, T22, V, sigma, iterations):
                               (0, 0, 0), w1.size, 4096)
 
 
-def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int = 60):
+def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int = kernels.DESCENT_ITERATIONS):
     """Local minimiser of the proximal problem reached by descent from ``start``.
 
     Damped, Levenberg-shifted Newton (:func:`attnlab.theory.kernels.newton`; it never

@@ -49,10 +49,6 @@ __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectation
 FOLLOWED_TOL = 3e-4
 
 
-#: Newton iterations of the followed minimiser's descent (:func:`attnlab.theory.channel.descend`'s default).
-DESCENT_ITERATIONS = 60
-
-
 def followed_tolerance(rule: QMCRule) -> float:
     """The residual floor of the followed minimiser's map with ``rule``: :data:`FOLLOWED_TOL`
     at ``2**17`` points, growing as ``1 / sqrt(points)``."""
@@ -115,7 +111,7 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
     # one compiled pass over the nodes: initial_fields, descend and moments_from_samples composed
     run = lambda lo, hi: kernels.followed_sums(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0],
                                                A[1, 1], ov.V, params.sigma, branch == "semantic", r,
-                                               POSITIONAL_INIT_SCALE, DESCENT_ITERATIONS)
+                                               POSITIONAL_INIT_SCALE, kernels.DESCENT_ITERATIONS)
     sums = kernels.over_blocks(run, nodes.shape[1] // block, block)
     per = sums.reshape(rule.scrambles, per_scramble // block, len(MOMENTS)).sum(axis=1) / per_scramble
     means = dict(zip(MOMENTS, per.mean(axis=0)))

@@ -42,12 +42,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-__all__ = ["NEWTON_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher", "newton", "newton_default",
+__all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "sigmoid", "objective", "teacher", "newton", "newton_default",
            "branch_label", "mean_loss", "followed_sums", "multistart_newton", "global_search", "global_search_at", "threads",
            "over_nodes", "over_blocks"]
 
 #: Newton's default iteration budget (:func:`newton_default`).
 NEWTON_ITERATIONS = 40
+#: Newton iterations of the followed minimiser's descent (:func:`attnlab.theory.channel.descend`,
+#: :func:`followed_sums`).
+DESCENT_ITERATIONS = 60
 #: Newton's default relative step tolerance (:func:`newton_default`).
 NEWTON_TOL = 1e-10
 
