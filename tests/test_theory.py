@@ -245,6 +245,22 @@ def test_warm_start_from_a_result_reaches_the_same_fixed_point(fixed_points):
     assert (a.m, a.qnorm, a.iterations) == (b.m, b.qnorm, b.iterations)
 
 
+def test_continuation_residual_from_the_anchor_equals_an_evaluation(fixed_points):
+    """The moments do not depend on alpha: the residual at a neighbour's fixed point,
+    from its conjugates times alpha / alpha0 (no evaluation), is what the map gives
+    there; and a continuation step from it evaluates the final rule at most WARM_STEPS times."""
+    from attnlab.theory.solver import Hats, Residual, WARM_STEPS
+    for (alpha, branch), near in fixed_points.items():
+        new = alpha + 0.05
+        f = Residual.of(P0, new, branch, Quadrature(), near.overlaps, minimizer="followed")
+        x0 = f.pack(near.overlaps)
+        h = near.hats
+        free = f.from_hats(x0, Hats(*(new / alpha * v for v in (h.qhat, h.mhat, h.Vhat, h.thetahat))))
+        assert np.max(np.abs(free - f(x0))) < 1e-12, (alpha, branch)
+        step = solve_state_evolution(P0, new, branch, init=near)
+        assert step.converged and 1 <= step.iterations <= WARM_STEPS, (alpha, branch, step.iterations)
+
+
 # Not (0.8, "semantic"): below alpha_c, GD from Q* ends in a mixed state
 # (|m| ~ 0.03, theta ~ 0.32 at d = 1000) instead of the m = 0 semantic branch
 # (theta = 0.237, on the steep part of theta ~ sqrt(alpha - 0.72)); see results/README.md.

@@ -193,13 +193,16 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     if minimizer == "followed":
         tol = max(tol, followed_tolerance(quad.qmc))
     max_iter = check_int("max_iter", max_iter, 1)
-    jacobian = None
+    jacobian = anchor = None
     if isinstance(init, SEResult):
         if init.branch == branch and init.params == params and pin and init.minimizer == minimizer:
             jacobian = init.jacobian
+            if init.quadrature == quad and init.converged and not init.collapsed:
+                anchor = (init.alpha, init.hats)
         init = init.overlaps
     solve = lambda start, warm, J=None: fixed_point(params, alpha, branch, start, warm=warm, quad=quad, tol=tol,
-                                                    max_iter=max_iter, pin=pin, minimizer=minimizer, jacobian=J)
+                                                    max_iter=max_iter, pin=pin, minimizer=minimizer, jacobian=J,
+                                                    anchor=anchor if warm else None)
     if init is not None:
         if not in_domain(init, params.sigma ** 2):
             raise ValueError(f"init must have q > 0, V > 0 and theta^2 < q sigma^2 (got {init}); "

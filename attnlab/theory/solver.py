@@ -20,6 +20,15 @@ unconstrained coordinates ``(log q, m, log V, atanh(theta / sqrt(q rho)))``, in 
    stage: the final rule is evaluated 3-4 times. A warm start goes to this stage
    directly, from the Jacobian of a neighbouring solve if one is given.
 
+A continuation step of the followed minimiser (a warm start from a converged
+neighbour with the same rule, e.g. the previous ``alpha`` of a curve) first tries
+Broyden's method on the final rule alone, from the neighbour's fixed point
+``x0``: the channel moments do not depend on ``alpha`` and the conjugates are
+``alpha`` times them, so the residual at ``x0`` is known without an evaluation
+(the neighbour's conjugates times ``alpha / alpha0``) and the neighbour's Jacobian
+(scaled likewise) gives a Newton step; the final rule is then evaluated once or
+twice per step (at most :data:`WARM_STEPS` times before the staged path above).
+
 Convergence is judged on the undamped residual of the rule that produced the
 result, at the reported (sign-fixed: ``m, theta >= 0``) overlaps. Where the
 iteration leaves the domain and the trivial fixed point ``Q = 0`` (uniform
@@ -80,7 +89,7 @@ class SEResult:
         SE variables ``q = sigma^2 |Q|^2/d``, ``m = 1.Q/d``, ``V``,
         ``theta = sigma^2 Q.Q*/d`` (sign-fixed: ``m >= 0``, ``theta >= 0``).
     hats : Hats
-        Conjugates ``qhat, mhat, Vhat, thetahat``.
+        Conjugates ``qhat, mhat, Vhat, thetahat`` at ``overlaps``.
     m, theta, qnorm : float
         User-facing observables as reported by the trainers: ``|m|``,
         ``theta = Q*.Q/d = |theta_SE| / sigma^2`` and ``qnorm = |Q|^2/d = q / sigma^2``.
@@ -228,14 +237,19 @@ class Residual:
         with np.errstate(over="raise", invalid="raise"):
             ov = self.unpack(x)
         with np.errstate(divide="ignore", invalid="ignore"):  # q = 0 (a collapse) is caught just below
-            r = self.pack(self.G(ov)) - x
+            return self.from_hats(x, self.G.hats(ov)[0])
+
+    def from_hats(self, x, hats: Hats):
+        """The residual at ``x`` given the conjugates there (the prior update only)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = self.pack(self.G.prior.update(hats)) - x
         if not np.all(np.isfinite(r)):
             raise FloatingPointError("state evolution produced a non-finite update")
         return r
 
 
 def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps, *, warm: bool, quad: Quadrature,
-                tol: float, max_iter: int, pin: bool, minimizer: str, jacobian=None) -> SEResult:
+                tol: float, max_iter: int, pin: bool, minimizer: str, jacobian=None, anchor=None) -> SEResult:
     """One solve from ``start`` (validated arguments; see :func:`~attnlab.theory.solve_state_evolution`).
 
     Parameters
@@ -244,6 +258,12 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
         ``start`` is a nearby fixed point: go to the fine stage directly (from
         ``jacobian``, if given and of the right shape), and to the coarse stage only
         if that does not reach ``tol``.
+    anchor : tuple (float, Hats), optional
+        With a warm ``start`` and ``jacobian``: ``(alpha0, hats0)``, the ``alpha`` of
+        the fixed point ``start`` and its conjugates. The channel moments do not depend
+        on ``alpha`` (the hats are ``alpha`` times them), so the final rule's residual at
+        ``start`` is known without evaluating it; a Newton step from there is tried
+        first (:data:`WARM_STEPS` evaluations of the final rule at most).
 
     Returns
     -------
@@ -272,7 +292,9 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
         # cheap point set): the final rule then needs few steps
         if (quad.split != cheap.split if minimizer == "global" else warm and quad.qmc.points > cheap.qmc.points):
             stages.insert(0, Residual(fixed_point_map(cheap, True), free, start))
-        if warm:
+        if warm and anchor is not None and jacobian is not None and minimizer == "followed":
+            x, J = _continue_from(final, coarse, start, anchor, alpha, jacobian, tol)
+        if warm and x is None:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
             x, J = _polish(stages, coarse, coarse.pack(start), tol, give_up=True, J=jacobian)
@@ -294,22 +316,22 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
                                   f"omega={params.omega}: {exc}") from None
     res = float(np.abs(r).max())
     ov = final.unpack(x)
+    fixed = replace(ov, m=abs(ov.m), theta=abs(ov.theta))
     if ov.m < 0 or ov.theta < 0:
         # the result is reported sign-fixed (m, theta >= 0): its residual is checked there
         # (the followed minimiser's map is not symmetric under Q -> -Q: its descent starts
-        # from the branch's init)
-        res = max(res, float(np.abs(final(final.pack(replace(ov, m=abs(ov.m), theta=abs(ov.theta))))).max()))
+        # from the branch's init), and its conjugates and errors are taken there
+        res = max(res, float(np.abs(final(final.pack(fixed))).max()))
     converged = res <= tol
     if not converged:
         collapsed = _collapsed(params, alpha, branch, quad, minimizer)
         if collapsed is not None:
             return collapsed
-    hats, _ = final.G.hats(ov)
+    hats, _ = final.G.hats(fixed)  # (evaluated just above)
     s2 = params.sigma ** 2
-    return SEResult(alpha=alpha, branch=branch, params=params,
-                    overlaps=replace(ov, m=abs(ov.m), theta=abs(ov.theta)), hats=hats,
-                    m=abs(ov.m), theta=abs(ov.theta) / s2, qnorm=ov.q / s2,
-                    eps_g=generalization_error(ov, params, quad), eps_t=-final.G.free_entropy(ov),
+    return SEResult(alpha=alpha, branch=branch, params=params, overlaps=fixed, hats=hats,
+                    m=fixed.m, theta=fixed.theta / s2, qnorm=fixed.q / s2,
+                    eps_g=generalization_error(fixed, params, quad), eps_t=-final.G.free_entropy(fixed),
                     iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
                     residual=res, converged=converged, quadrature=quad, minimizer=minimizer,
                     on_branch=(abs(ov.theta) / s2 if branch == "semantic" else abs(ov.m)) > ON_BRANCH_MIN,
@@ -403,13 +425,35 @@ def _jacobian(f, x, step=None):
     return J
 
 
-def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4, J=None):
+#: Evaluations of the final rule that a continuation step from an anchor (:func:`fixed_point`)
+#: may take before the staged path is tried.
+WARM_STEPS = 5
+
+
+def _continue_from(final, coarse, start, anchor, alpha, J, tol):
+    """Broyden's method on ``final`` from the neighbouring fixed point ``start`` at
+    ``anchor = (alpha0, hats0)``: its residual at ``alpha`` is that of the conjugates
+    ``hats0 * alpha / alpha0``. Returns ``(x, J)``, or ``(None, None)`` as :func:`_polish`."""
+    alpha0, hats0 = anchor
+    scale = alpha / alpha0
+    x0 = final.pack(start)
+    try:
+        r0 = final.from_hats(x0, Hats(*(scale * h for h in (hats0.qhat, hats0.mhat, hats0.Vhat, hats0.thetahat))))
+    except FloatingPointError:
+        return None, None
+    # G = P(alpha h(x)): at fixed P' the Jacobian of G scales with alpha
+    J = scale * (np.asarray(J) + np.eye(len(x0))) - np.eye(len(x0))
+    return _polish([final], coarse, x0, tol, max_steps=WARM_STEPS, give_up=True, J=J, r0=r0)
+
+
+def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4, J=None, r0=None):
     """Broyden's method on the fine residuals ``stages`` (a cheap preliminary rule,
     then the final rule), started from ``J`` (e.g. the Jacobian a neighbouring solve
     ended with) or else from the finite-difference Jacobian of the coarse residual.
     Before the final stage ``J`` is replaced by the finite-difference Jacobian of the
     cheap rule at its fixed point (closer to the final rule's than Broyden's carried
-    matrix). Every stage but the last stops at ``max(stage_tol, tol)``.
+    matrix). Every stage but the last stops at ``max(stage_tol, tol)``. ``r0``: the first
+    stage's residual at ``x``, if known.
 
     Returns ``(x, J)``; with ``give_up=True`` ``(None, None)`` instead of a point whose
     residual did not fall below ``tol`` within ``max_steps`` or that left the domain."""
@@ -419,7 +463,7 @@ def _polish(stages, coarse, x, tol, max_steps=12, give_up=False, stage_tol=1e-4,
             goal = tol if k == len(stages) - 1 else max(stage_tol, tol)
             if k == len(stages) - 1 and len(stages) > 1:
                 J = _jacobian(stages[k - 1], x)
-            r = f(x)
+            r = r0 if k == 0 and r0 is not None else f(x)
             for _ in range(max_steps):
                 if np.abs(r).max() <= goal:
                     break
