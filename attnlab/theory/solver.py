@@ -305,7 +305,14 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
             x = _solve_coarse(coarse, coarse.pack(start), coarse_tol, max_iter)
             if stages:
                 x, J = _polish(stages, coarse, x, tol)
-        r = final(x)
+        res = float(np.abs(final(x)).max())
+        ov = final.unpack(x)
+        fixed = replace(ov, m=abs(ov.m), theta=abs(ov.theta))
+        if ov.m < 0 or ov.theta < 0:
+            # the result is reported sign-fixed (m, theta >= 0): its residual is checked there
+            # (the followed minimiser's map is not symmetric under Q -> -Q: its descent starts
+            # from the branch's init), and its conjugates and errors are taken there
+            res = max(res, float(np.abs(final(final.pack(fixed))).max()))
     except (FloatingPointError, np.linalg.LinAlgError, StateEvolutionError) as exc:  # e.g. a singular Jacobian
         collapsed = _collapsed(params, alpha, branch, quad, minimizer)
         if collapsed is not None:
@@ -314,14 +321,6 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
             raise
         raise StateEvolutionError(f"state evolution failed at alpha={alpha}, sigma={params.sigma}, lambda={params.lam}, "
                                   f"omega={params.omega}: {exc}") from None
-    res = float(np.abs(r).max())
-    ov = final.unpack(x)
-    fixed = replace(ov, m=abs(ov.m), theta=abs(ov.theta))
-    if ov.m < 0 or ov.theta < 0:
-        # the result is reported sign-fixed (m, theta >= 0): its residual is checked there
-        # (the followed minimiser's map is not symmetric under Q -> -Q: its descent starts
-        # from the branch's init), and its conjugates and errors are taken there
-        res = max(res, float(np.abs(final(final.pack(fixed))).max()))
     converged = res <= tol
     if not converged:
         collapsed = _collapsed(params, alpha, branch, quad, minimizer)
