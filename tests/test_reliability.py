@@ -16,7 +16,7 @@ import pytest
 import attnlab
 from attnlab import ModelParams
 from attnlab.cli import main
-from attnlab.theory import (ConvergenceWarning, OffBranchWarning, Quadrature, QuadratureWarning, StateEvolutionError,
+from attnlab.theory import (ConvergenceWarning, OffBranchWarning, Overlaps, Quadrature, QuadratureWarning, StateEvolutionError,
                             find_transition, se_curve, solve_state_evolution)
 from attnlab.theory.thresholds import search_grid
 
@@ -183,6 +183,31 @@ def test_widget_retries_cold_then_reports_instead_of_raising(monkeypatch):
     live.sliders["alpha"].value = 1.5
     live._on_change()  # never raises: the figure carries the message
     assert "error" not in live.status.value.lower() or "no fixed point" in live.status.value
+
+
+def test_leaving_the_domain_at_the_sign_fixed_overlaps_is_a_state_evolution_error(monkeypatch):
+    """A fixed point found at m < 0 is checked at the sign-fixed overlaps (m > 0). If the
+    map leaves its domain there (as at omega 0, sigma 0.4, lambda 0.04, alpha 1.5 on the
+    explorer grid), that is a StateEvolutionError naming the point, never a
+    FloatingPointError out of the solver (a sweep then records the point as not converged)."""
+    import attnlab.theory.solver as solver
+    from attnlab.theory.equations import StateEvolution
+
+    real = StateEvolution.hats
+
+    def no_domain_at_positive_m(self, ov):
+        if ov.m > 0:
+            raise FloatingPointError("lambda + sigma^2 Vhat = -1e12 is not positive")
+        return real(self, ov)
+
+    monkeypatch.setattr(StateEvolution, "hats", no_domain_at_positive_m)
+    # the iteration "ends" at its start, m = -0.3: only the sign-fixed check evaluates m = +0.3
+    monkeypatch.setattr(solver, "_solve_coarse", lambda f, x0, tol, max_iter: x0)
+    monkeypatch.setattr(solver, "_polish", lambda stages, coarse, x, tol, **kw: (x, None))
+    start = Overlaps(q=0.1 * 0.25, m=-0.3, V=25.0, theta=0.0)
+    with pytest.raises(StateEvolutionError, match="alpha=1.5"):
+        solver.fixed_point(P0, 1.5, "positional", start, warm=False, quad=Quadrature(), tol=3e-4, max_iter=60,
+                           pin=True, minimizer="followed")
 
 
 @pytest.mark.parametrize("kw,name", [(dict(omega=5.0), "omega"), (dict(sigma=float("nan")), "sigma"),
