@@ -520,3 +520,32 @@ def test_followed_moments_kernel_equals_the_numpy_composition(branch, monkeypatc
         assert getattr(runs[0], k) == pytest.approx(p.mean(), rel=1e-9, abs=1e-12), k
         assert runs[0].spread[k] == pytest.approx(p.std(ddof=1) / np.sqrt(rule.scrambles), rel=1e-6, abs=1e-12), k
     assert runs[0] == runs[1] == runs[2] and runs[0].spread == runs[1].spread == runs[2].spread
+
+
+def test_qmc_points_from_the_disk_cache_are_the_generated_points(tmp_path, monkeypatch):
+    """gaussian_points keeps its point sets in $ATTNLAB_CACHE_DIR: a later call reads the same
+    bits that scipy's Sobol generator gives; with ATTNLAB_CACHE_DIR="" nothing is written."""
+    from attnlab.theory.quadrature import QMCRule, _sobol_gaussians, gaussian_points
+    rule = QMCRule(log2_points=8, scrambles=2, seed=7)
+    direct = _sobol_gaussians(8, 2, 7, 6, "")
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    first = gaussian_points.__wrapped__(rule)
+    assert any((tmp_path / "cache").rglob("*.pkl"))
+    again = gaussian_points.__wrapped__(rule)
+    assert np.array_equal(first, direct) and np.array_equal(again, direct) and not again.flags.writeable
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", "")
+    assert np.array_equal(gaussian_points.__wrapped__(QMCRule(log2_points=6, scrambles=1, seed=9)),
+                          _sobol_gaussians(6, 1, 9, 6, ""))
+
+
+def test_a_second_session_solves_without_importing_scipy_stats(tmp_path):
+    """The Sobol points of a followed solve come from the disk cache in a new process
+    (scipy.stats, a third of a second of imports, is not loaded), with the same result."""
+    code = ("import sys, json; from attnlab import ModelParams; from attnlab.theory import solve_state_evolution as s; "
+            "r = s(ModelParams(), 1.2, 'semantic', warn=False); "
+            "print(json.dumps([r.theta, r.eps_t, 'scipy.stats' in sys.modules]))")
+    env = dict(os.environ, ATTNLAB_CACHE_DIR=str(tmp_path))
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                      check=True).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    assert runs[0][2] and not runs[1][2]
+    assert runs[0][:2] == runs[1][:2]

@@ -35,8 +35,10 @@ Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
@@ -44,7 +46,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from ..params import check_choice, check_int, check_positive
 
 __all__ = ["gauss_hermite", "gauss_legendre", "tensor_rule", "folded", "gaussian_panels", "gaussian_points",
-           "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule", "QMCRule", "Quadrature", "METHODS"]
+           "points_cache_dir", "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule", "QMCRule", "Quadrature", "METHODS"]
 
 #: Ways of computing the channel expectations with the global minimiser (:class:`Quadrature`).
 METHODS = ("split", "gauss-hermite")
@@ -361,6 +363,33 @@ class QMCRule:
         return QMCRule(min(22, self.log2_points + extra), self.scrambles, self.seed + 1)
 
 
+def points_cache_dir() -> Path | None:
+    """Where :func:`gaussian_points` keeps its point sets between sessions: ``$ATTNLAB_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/attnlab``, else ``~/.cache/attnlab``; ``None`` (no disk cache) if
+    ``ATTNLAB_CACHE_DIR`` is set to the empty string or the folder cannot be created."""
+    env = os.environ.get("ATTNLAB_CACHE_DIR")
+    if env == "":
+        return None
+    folder = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnlab"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder if os.access(folder, os.W_OK) else None
+
+
+def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, scipy_version: str) -> np.ndarray:
+    """The point set of :func:`gaussian_points` (``scipy_version`` only keys the disk cache:
+    another scipy may scramble differently)."""
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    blocks = [qmc.Sobol(dim, scramble=True, seed=np.random.default_rng([seed, k])).random_base2(log2_points)
+              for k in range(scrambles)]
+    u = np.clip(np.concatenate(blocks), 1e-16, 1 - 1e-16)
+    return np.ascontiguousarray(ndtri(u).T)
+
+
 @lru_cache(maxsize=8)
 def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     """Standard Gaussian points of ``rule``, shape ``(dim, rule.points)``, read-only.
@@ -369,14 +398,16 @@ def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     (``scipy.stats.qmc.Sobol``, seeded by ``(rule.seed, block)``) mapped by the
     inverse normal CDF. Rows ``0..3`` are ``xi_1, xi_2, eta_1, eta_2``; rows 4 and 5
     are ``nu_1, nu_2`` of the positional branch's initial fields.
-    """
-    from scipy.special import ndtri
-    from scipy.stats import qmc
 
-    blocks = [qmc.Sobol(dim, scramble=True, seed=np.random.default_rng([rule.seed, k])).random_base2(rule.log2_points)
-              for k in range(rule.scrambles)]
-    u = np.clip(np.concatenate(blocks), 1e-16, 1 - 1e-16)
-    pts = np.ascontiguousarray(ndtri(u).T)
+    Kept on disk (``joblib.Memory`` in :func:`points_cache_dir`, keyed by the rule, ``dim``
+    and the scipy version): a new session reads them instead of importing ``scipy.stats``
+    (a third of a second) and generating them.
+    """
+    import joblib
+    import scipy
+
+    generate = joblib.Memory(points_cache_dir(), verbose=0).cache(_sobol_gaussians)
+    pts = np.ascontiguousarray(generate(rule.log2_points, rule.scrambles, rule.seed, dim, scipy.__version__))
     pts.setflags(write=False)
     return pts
 
