@@ -1,8 +1,8 @@
 """Cold start: the first fixed point in a fresh process with an empty numba cache.
 
 Every measurement starts a new Python process (``sys.executable``) with
-``NUMBA_CACHE_DIR`` set to a new empty folder (what a fresh Colab or Binder
-session has), imports ``attnlab.theory`` and solves one fixed point
+``NUMBA_CACHE_DIR`` and ``ATTNLAB_CACHE_DIR`` (the quasi-Monte Carlo points) set to a
+new empty folder (what a fresh Colab or Binder session has), imports ``attnlab.theory`` and solves one fixed point
 (``alpha = 1``, semantic branch, paper parameters; the default followed minimiser,
 then the global one in the same process). A second process with the now filled
 cache solves the same points (the warm path); the two results must agree to
@@ -58,7 +58,7 @@ print(json.dumps(out))
 
 
 def run_child(cache_dir: str, code: Path) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=str(code))
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, ATTNLAB_CACHE_DIR=cache_dir, PYTHONPATH=str(code))
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-c", CHILD, repr(t0)], env=env, capture_output=True, text=True,
                           check=True, cwd=tempfile.gettempdir())  # (not this folder: it would come first on sys.path)

@@ -1,7 +1,7 @@
 """What a first session (e.g. Colab) waits for: numba compiling the state-evolution kernels.
 
-Runs, in a fresh interpreter with an empty numba cache (``NUMBA_CACHE_DIR`` in a
-temporary folder), the import of attnlab, a first solve with the default (followed)
+Runs, in a fresh interpreter with an empty numba cache and quasi-Monte Carlo point cache
+(``NUMBA_CACHE_DIR`` and ``ATTNLAB_CACHE_DIR`` in a temporary folder), the import of attnlab, a first solve with the default (followed)
 minimiser, a first solve with ``minimizer="global"`` (the split rule's kernels), and
 then the same two solves again; then repeats all of it in a second interpreter that
 finds the cache filled by the first. The difference between the two is the compile time.
@@ -37,7 +37,7 @@ print(json.dumps(dict(import_s=t1 - t0, first_followed_s=t2 - t1, first_global_s
 
 
 def run(cache: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache, ATTNLAB_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
