@@ -277,9 +277,16 @@ def _warn_not_converged(result: SEResult, tol: float) -> None:
                   f"residual {result.residual:.2e} > tol={tol:.0e}", ConvergenceWarning, stacklevel=3)
 
 
+#: A :class:`BranchFollower` warm-starts from its own results (same rule: the continuation
+#: of :func:`~attnlab.theory.solver.fixed_point` from the neighbour's conjugates) rather than
+#: from a nearer result of ``warm_from`` when they lie within this fraction of ``alpha``.
+SAME_RULE_SPAN = 0.05
+
+
 class BranchFollower:
     """Fixed points on one branch, each warm-started from the nearest ``alpha`` already
-    solved that can be continued from (here, or in ``warm_from``).
+    solved that can be continued from: here if one lies within :data:`SAME_RULE_SPAN`
+    of ``alpha``, else the nearest here or in ``warm_from``.
 
     Parameters
     ----------
@@ -322,8 +329,11 @@ class BranchFollower:
             return self.solved[alpha]
         known = dict(self.warm_from.solved) if self.warm_from is not None else {}
         known.update(self.solved)
-        good = [a for a, r in known.items() if continuable(r)]
-        near = min(good, key=lambda a: abs(a - alpha), default=None)
+        distance = lambda a: abs(a - alpha)
+        own = min((a for a, r in self.solved.items() if continuable(r)), key=distance, default=None)
+        near = min((a for a, r in known.items() if continuable(r)), key=distance, default=None)
+        if own is not None and distance(own) <= SAME_RULE_SPAN * alpha:
+            near = own
         try:
             return solve_on_branch(self.params, alpha, self.branch, near=known.get(near), quad=self.quad,
                                    tol=self.tol, minimizer=self.minimizer, quiet=self.quiet)
