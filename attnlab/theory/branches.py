@@ -35,7 +35,7 @@ from .equations import (ALPHA_LIMIT, Overlaps, Quadrature, check_quadrature,
 from .followed_rule import followed_tolerance
 from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError, fixed_point
 
-__all__ = ["OffBranchWarning", "QUADRATURE_WARN", "initial_overlaps", "start_points", "continuable",
+__all__ = ["OffBranchWarning", "QUADRATURE_WARN", "SAME_RULE_SPAN", "initial_overlaps", "start_points", "continuable",
            "solve_state_evolution", "solve_on_branch", "BranchFollower", "solve_side_by_side"]
 
 #: Relative quadrature error (of ``eps_g``, ``eps_t``, ``qnorm``) above which
