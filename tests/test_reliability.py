@@ -16,8 +16,8 @@ import pytest
 import attnlab
 from attnlab import ModelParams
 from attnlab.cli import main
-from attnlab.theory import (ConvergenceWarning, OffBranchWarning, Overlaps, Quadrature, QuadratureWarning, StateEvolutionError,
-                            find_transition, se_curve, solve_state_evolution)
+from attnlab.theory import (ConvergenceWarning, OffBranchWarning, Overlaps, Quadrature, QuadratureWarning,
+                            StateEvolutionError, find_transition, se_curve, solve_state_evolution)
 from attnlab.theory.thresholds import search_grid
 
 P0 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)

@@ -46,7 +46,8 @@ from numpy.polynomial.hermite_e import hermegauss
 from ..params import check_choice, check_int, check_positive
 
 __all__ = ["gauss_hermite", "gauss_legendre", "tensor_rule", "folded", "gaussian_panels", "gaussian_points",
-           "points_cache_dir", "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule", "QMCRule", "Quadrature", "METHODS"]
+           "points_cache_dir", "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule", "QMCRule", "Quadrature",
+           "METHODS"]
 
 #: Ways of computing the channel expectations with the global minimiser (:class:`Quadrature`).
 METHODS = ("split", "gauss-hermite")

@@ -48,8 +48,8 @@ from ..params import ModelParams
 from .equations import Hats, Overlaps, StateEvolution, generalization_error  # noqa: F401
 from .quadrature import Quadrature, Symmetry
 
-__all__ = ["ConvergenceWarning", "QuadratureWarning", "StateEvolutionError", "ON_BRANCH_MIN", "WARM_STEPS", "leading_overlap",
-           "SEResult", "pinning", "Residual", "fixed_point"]
+__all__ = ["ConvergenceWarning", "QuadratureWarning", "StateEvolutionError", "ON_BRANCH_MIN", "WARM_STEPS",
+           "leading_overlap", "SEResult", "pinning", "Residual", "fixed_point"]
 
 
 class ConvergenceWarning(RuntimeWarning):
