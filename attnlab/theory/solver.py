@@ -237,15 +237,18 @@ class Residual:
         with np.errstate(over="raise", invalid="raise"):
             ov = self.unpack(x)
         with np.errstate(divide="ignore", invalid="ignore"):  # q = 0 (a collapse) is caught just below
-            return self.from_hats(x, self.G.hats(ov)[0])
+            return _finite(self.pack(self.G(ov)) - x)
 
     def from_hats(self, x, hats: Hats):
-        """The residual at ``x`` given the conjugates there (the prior update only)."""
+        """The residual at ``x`` given the conjugates there (the prior update of the map only)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = self.pack(self.G.prior.update(hats)) - x
-        if not np.all(np.isfinite(r)):
-            raise FloatingPointError("state evolution produced a non-finite update")
-        return r
+            return _finite(self.pack(self.G.prior.update(hats)) - x)
+
+
+def _finite(r):
+    if not np.all(np.isfinite(r)):
+        raise FloatingPointError("state evolution produced a non-finite update")
+    return r
 
 
 def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps, *, warm: bool, quad: Quadrature,
