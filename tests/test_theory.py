@@ -524,8 +524,9 @@ def test_followed_moments_kernel_equals_the_numpy_composition(branch, monkeypatc
 
 def test_qmc_points_from_the_disk_cache_are_the_generated_points(tmp_path, monkeypatch):
     """gaussian_points keeps its point sets in $ATTNLAB_CACHE_DIR: a later call reads the same
-    bits that scipy's Sobol generator gives; with ATTNLAB_CACHE_DIR="" nothing is written."""
-    from attnlab.theory.quadrature import QMCRule, _sobol_gaussians, gaussian_points
+    bits that scipy's Sobol generator gives; with ATTNLAB_CACHE_DIR="" there is no disk cache,
+    and a cache that cannot be used falls back to generating the points."""
+    from attnlab.theory.quadrature import QMCRule, _sobol_gaussians, gaussian_points, points_cache_dir
     rule = QMCRule(log2_points=8, scrambles=2, seed=7)
     direct = _sobol_gaussians(8, 2, 7, 6, "")
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "cache"))
@@ -534,8 +535,21 @@ def test_qmc_points_from_the_disk_cache_are_the_generated_points(tmp_path, monke
     again = gaussian_points.__wrapped__(rule)
     assert np.array_equal(first, direct) and np.array_equal(again, direct) and not again.flags.writeable
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", "")
+    assert points_cache_dir() is None
     assert np.array_equal(gaussian_points.__wrapped__(QMCRule(log2_points=6, scrambles=1, seed=9)),
                           _sobol_gaussians(6, 1, 9, 6, ""))
+    # a cache that cannot be used (a file where the folder should be; joblib failing) is skipped
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "file"))
+    assert points_cache_dir() is None
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "cache"))
+    import joblib
+
+    def broken(*args, **kwargs):
+        raise PermissionError("read-only cache")
+
+    monkeypatch.setattr(joblib, "Memory", broken)
+    assert np.array_equal(gaussian_points.__wrapped__(rule), direct)
 
 
 def test_a_second_session_solves_without_importing_scipy_stats(tmp_path):
@@ -549,3 +563,24 @@ def test_a_second_session_solves_without_importing_scipy_stats(tmp_path):
                                       check=True).stdout.strip().splitlines()[-1]) for _ in range(2)]
     assert runs[0][2] and not runs[1][2]
     assert runs[0][:2] == runs[1][:2]
+
+
+def test_branch_follower_prefers_its_own_rule_within_the_span(monkeypatch):
+    """A follower warm-starts from its own result within SAME_RULE_SPAN * alpha (the same rule:
+    the continuation applies) rather than from a nearer result of warm_from; beyond the span,
+    from the nearest."""
+    import attnlab.theory.branches as branches
+    from attnlab.theory.branches import SAME_RULE_SPAN, BranchFollower
+    quad = Quadrature.fast()
+    cheap = BranchFollower(P0, "semantic", quad, 1e-6)
+    cheap(1.20)
+    cheap(1.60)
+    own = BranchFollower(P0, "semantic", Quadrature(), 1e-6, warm_from=cheap)
+    own(1.19)
+    used = []
+    real = branches.solve_on_branch
+    monkeypatch.setattr(branches, "solve_on_branch",
+                        lambda *a, near=None, **k: used.append(near.alpha) or real(*a, near=near, **k))
+    own(1.20)                      # own 1.19 (distance 0.01 <= 5%) over the cheap 1.20 (distance 0)
+    own(1.60)                      # own results are 0.4 away (> 5%): the cheap 1.60
+    assert used == [1.19, 1.60] and 0.01 <= SAME_RULE_SPAN * 1.20 < 0.4

@@ -120,7 +120,11 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Initial SE overlaps (e.g. a warm start from a neighbouring ``alpha``). An
         ``SEResult`` on the same branch with the same parameters also passes its
         ``jacobian`` (no finite differences for the cheap stage). A warm start
-        skips the coarse stage: about 10-25% of a cold solve.
+        skips the coarse stage: about 10-25% of a cold solve. With the followed
+        minimiser, an ``SEResult`` that converged with the same ``quad`` (not collapsed)
+        also passes its conjugates: its residual at the new ``alpha`` is then known
+        without evaluating the map (:func:`~attnlab.theory.solver.fixed_point`'s ``anchor``),
+        and a step along a curve usually takes one or two evaluations.
     quad : Quadrature, optional
         Expectation rule (default ``Quadrature()``).
     tol : float

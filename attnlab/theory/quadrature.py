@@ -371,17 +371,17 @@ def points_cache_dir() -> Path | None:
     env = os.environ.get("ATTNLAB_CACHE_DIR")
     if env == "":
         return None
-    folder = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnlab"
     try:
+        folder = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnlab"
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
+    except (OSError, RuntimeError):  # (RuntimeError: no home directory)
         return None
     return folder if os.access(folder, os.W_OK) else None
 
 
-def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, scipy_version: str) -> np.ndarray:
-    """The point set of :func:`gaussian_points` (``scipy_version`` only keys the disk cache:
-    another scipy may scramble differently)."""
+def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, versions: str) -> np.ndarray:
+    """The point set of :func:`gaussian_points` (``versions``, of numpy and scipy, only keys the
+    disk cache: another numpy may draw other scrambles, another scipy scramble differently)."""
     from scipy.special import ndtri
     from scipy.stats import qmc
 
@@ -401,14 +401,23 @@ def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     are ``nu_1, nu_2`` of the positional branch's initial fields.
 
     Kept on disk (``joblib.Memory`` in :func:`points_cache_dir`, keyed by the rule, ``dim``
-    and the scipy version): a new session reads them instead of importing ``scipy.stats``
-    (a third of a second) and generating them.
+    and the numpy and scipy versions): a new session reads them instead of importing
+    ``scipy.stats`` (a third of a second) and generating them. If the cache cannot be read
+    or written (permissions, a full disk), the points are generated, silently.
     """
+    import warnings
+
     import joblib
     import scipy
 
-    generate = joblib.Memory(points_cache_dir(), verbose=0).cache(_sobol_gaussians)
-    pts = np.ascontiguousarray(generate(rule.log2_points, rule.scrambles, rule.seed, dim, scipy.__version__))
+    args = (rule.log2_points, rule.scrambles, rule.seed, dim, f"numpy {np.__version__}, scipy {scipy.__version__}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (joblib warns where it cannot load or store an entry)
+            pts = joblib.Memory(points_cache_dir(), verbose=0).cache(_sobol_gaussians)(*args)
+    except Exception:  # noqa: BLE001 -- a cache is an optimisation: any failure of it falls back
+        pts = _sobol_gaussians(*args)
+    pts = np.ascontiguousarray(pts)
     pts.setflags(write=False)
     return pts
 

@@ -26,8 +26,9 @@ Broyden's method on the final rule alone, from the neighbour's fixed point
 ``x0``: the channel moments do not depend on ``alpha`` and the conjugates are
 ``alpha`` times them, so the residual at ``x0`` is known without an evaluation
 (the neighbour's conjugates times ``alpha / alpha0``) and the neighbour's Jacobian
-(scaled likewise) gives a Newton step; the final rule is then evaluated once or
-twice per step (at most :data:`WARM_STEPS` times before the staged path above).
+(scaled likewise) gives a Newton step, then Broyden steps: usually one or two
+evaluations of the final rule in all (at most :data:`WARM_STEPS` before the staged path
+above; a point accepted on the known residual alone is checked by one evaluation).
 
 Convergence is judged on the undamped residual of the rule that produced the
 result, at the reported (sign-fixed: ``m, theta >= 0``) overlaps. Where the
@@ -262,7 +263,7 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
         ``jacobian``, if given and of the right shape), and to the coarse stage only
         if that does not reach ``tol``.
     anchor : tuple (float, Hats), optional
-        With a warm ``start`` and ``jacobian``: ``(alpha0, hats0)``, the ``alpha`` of
+        Followed minimiser only, with a warm ``start`` and ``jacobian``: ``(alpha0, hats0)``, the ``alpha`` of
         the fixed point ``start`` and its conjugates. The channel moments do not depend
         on ``alpha`` (the hats are ``alpha`` times them), so the final rule's residual at
         ``start`` is known without evaluating it; a Newton step from there is tried
@@ -297,6 +298,8 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
             stages.insert(0, Residual(fixed_point_map(cheap, True), free, start))
         if warm and anchor is not None and jacobian is not None and minimizer == "followed":
             x, J = _continue_from(final, coarse, start, anchor, alpha, jacobian, tol)
+            if x is not None and not np.abs(final(x)).max() <= tol:  # (free: the map is cached at x)
+                x = J = None  # the known residual was not the map's (e.g. an edited init): the staged path
         if warm and x is None:
             # a warm start (e.g. a fixed point at a neighbouring alpha) is usually
             # closer to the fine fixed point than the coarse rule's fixed point is
@@ -316,6 +319,8 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
             # (the followed minimiser's map is not symmetric under Q -> -Q: its descent starts
             # from the branch's init), and its conjugates and errors are taken there
             res = max(res, float(np.abs(final(final.pack(fixed))).max()))
+        hats, _ = final.G.hats(fixed)
+        eps_t = -final.G.free_entropy(fixed)
     except (FloatingPointError, np.linalg.LinAlgError, StateEvolutionError) as exc:  # e.g. a singular Jacobian
         collapsed = _collapsed(params, alpha, branch, quad, minimizer)
         if collapsed is not None:
@@ -329,11 +334,10 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
         collapsed = _collapsed(params, alpha, branch, quad, minimizer)
         if collapsed is not None:
             return collapsed
-    hats, _ = final.G.hats(fixed)  # (evaluated just above)
     s2 = params.sigma ** 2
     return SEResult(alpha=alpha, branch=branch, params=params, overlaps=fixed, hats=hats,
                     m=fixed.m, theta=fixed.theta / s2, qnorm=fixed.q / s2,
-                    eps_g=generalization_error(fixed, params, quad), eps_t=-final.G.free_entropy(fixed),
+                    eps_g=generalization_error(fixed, params, quad), eps_t=eps_t,
                     iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
                     residual=res, converged=converged, quadrature=quad, minimizer=minimizer,
                     on_branch=(abs(ov.theta) / s2 if branch == "semantic" else abs(ov.m)) > ON_BRANCH_MIN,
@@ -341,8 +345,9 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
 
 
 def _sign_fixed(J, ov, free):
-    """The Jacobian in the coordinates of the sign-fixed overlaps (``m, theta >= 0``;
-    the map is symmetric under ``Q -> -Q``, which flips the ``m`` and ``theta`` coordinates)."""
+    """The Jacobian in the coordinates of the sign-fixed overlaps (``m, theta >= 0``): the
+    ``m`` and ``theta`` coordinates flipped. Exact where the map is symmetric under ``Q -> -Q``
+    (the global minimiser); for the followed one (not symmetric) a starting matrix for Broyden."""
     s = np.array([1.0, -1.0 if ov.m < 0 else 1.0, 1.0, -1.0 if ov.theta < 0 else 1.0])[list(free)]
     return s[:, None] * J * s[None, :]
 
