@@ -439,7 +439,8 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
     ----------
     theory : dict of str to ndarray
         Columns ``branch``, ``x``, ``y`` (e.g. :func:`attnlab.experiments.figures.load_results`
-        with ``table="theory"``).
+        with ``table="theory"``); with a ``converged`` column, the points that did not
+        converge are left out (a gap in the line).
     y : str
     ax : matplotlib Axes, optional
     x : str
@@ -455,7 +456,10 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
         rows = theory["branch"] == branch
         if rows.any():
             order = np.argsort(theory[x][rows])
-            xs[branch], ys[branch] = theory[x][rows][order], theory[y][rows][order]
+            values = np.asarray(theory[y][rows][order], dtype=float)
+            if "converged" in theory:
+                values = np.where(theory["converged"][rows][order].astype(str) == "True", values, np.nan)
+            xs[branch], ys[branch] = theory[x][rows][order], values
     return plot_branch_curves(xs, ys, ax=ax, style=style, label_prefix=label_prefix, xlabel=None)
 
 

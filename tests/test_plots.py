@@ -55,3 +55,19 @@ def test_attention_maps_share_one_colour_map_and_scale():
     # the titles keep the book's colour code
     assert matplotlib.colors.same_color(axes[0].title.get_color(), plots.COLORS["positional"])
     assert matplotlib.colors.same_color(axes[1].title.get_color(), plots.COLORS["semantic"])
+
+
+def test_se_table_leaves_out_points_that_did_not_converge():
+    """A state-evolution row with converged = False is a gap in its branch's line, not a point."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.plots import plot_se_table
+
+    theory = dict(branch=np.array(["semantic"] * 3), alpha=np.array([1.0, 0.5, 1.5]),
+                  theta=np.array([0.2, 0.1, 0.3]), converged=np.array(["True", "False", "True"]))
+    ax = plot_se_table(theory, "theta")
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [0.5, 1.0, 1.5]
+    y = line.get_ydata()
+    assert np.isnan(y[0]) and list(y[1:]) == [0.2, 0.3]
+    plt.close(ax.figure)
