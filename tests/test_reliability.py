@@ -58,6 +58,68 @@ def test_transition_with_large_alpha_max_finds_alpha_c():
     assert 1.1 < far.alpha_c < far.alpha_l < 1.7  # as at alpha_max = 3 (test_theory)
 
 
+def test_bracketing_skips_sign_changes_within_the_resolution():
+    """A sign change between points where |gap| is below its integration error is noise;
+    a root next to such a point is still bracketed by the resolved points around it."""
+    from attnlab.theory.thresholds import _bracketed_root
+
+    grid = [0.15, 0.25, 0.41, 0.68, 1.1, 1.8, 3.0]
+    # a gap shrinking to the noise at the bottom (the spurious alpha_c = 0.152 of the explorer grid)
+    noisy = {0.15: -4e-9, 0.25: 1.8e-6, 0.41: 4e-5, 0.68: 2e-4, 1.1: 5e-4, 1.8: 8e-4, 3.0: 1e-3}
+    interp = lambda a: float(np.interp(a, grid, [noisy[g] for g in grid]))
+    assert 0.15 < _bracketed_root(interp, grid, 1e-4, stop=lambda a: False) < 0.25  # (no resolution: a root)
+    assert np.isnan(_bracketed_root(interp, grid, 1e-4, stop=lambda a: False, resolution=lambda a: 1e-7))
+    # a true root at 0.68 + 1e-6, where the grid point's |gap| is below the resolution
+    line = lambda a: 1e-3 * (a - 0.680001)
+    root = _bracketed_root(line, grid, 1e-6, stop=lambda a: False, resolution=lambda a: 1e-7)
+    assert root == pytest.approx(0.680001, abs=1e-6)
+
+
+def test_transition_reports_no_crossing_within_the_integration_error():
+    """sigma 0.5, lambda 0.04, omega 0.2: both branches shrink towards Q = 0 at the bottom of
+    the grid, where their training losses differ by ~1e-8 with a sign that depends on the rule;
+    that was reported as alpha_c = 0.152 (and alpha_l = 2.906). Above it the positional branch
+    is the lower at every grid point up to alpha = 3 by more than the integration error."""
+    p = ModelParams(sigma=0.5, lam=0.04, omega=0.2)
+    tr = find_transition(p)
+    assert np.isnan(tr.alpha_c) and np.isnan(tr.alpha_l)
+    for alpha in (0.41, 1.1, 3.0):
+        sem, pos = (solve_state_evolution(p, alpha, b) for b in ("semantic", "positional"))
+        assert sem.eps_t - pos.eps_t > 1e-4 * sem.eps_t
+
+
+def _program(*argv, stdin_pipe=False):
+    """The ``attnlab`` program (:func:`attnlab.cli.run`) in a new process, with an exit handler
+    that reports on stderr that it ran."""
+    code = ("import atexit, sys; atexit.register(lambda: print('exit handler ran', file=sys.stderr)); "
+            f"sys.argv = ['attnlab'] + {list(argv)!r}; from attnlab.cli import run; run()")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("argv, code", [
+    (("theory", "--omega", "0.3", "--alpha", "1.5", "--json"), 0),  # teardown skipped (REPORT_ONLY)
+    (("transition", "--omega", "2", "--json"), 2),                  # teardown skipped, invalid input
+    (("transition", "--omega", "0.3", "--alpha-max", "0.4", "--json"), 0),
+])
+def test_program_exits_with_its_report_flushed_and_exit_handlers_run(argv, code):
+    """After the report-only sub-commands the program ends with os._exit: the whole report is
+    out, the exit code is main's, and the exit handlers still ran."""
+    proc = _program(*argv)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.rstrip().endswith("exit handler ran") and "Traceback" not in proc.stderr
+    if code == 0:
+        assert isinstance(json.loads(proc.stdout), dict)  # the whole JSON object
+    else:
+        assert proc.stdout == "" and proc.stderr.startswith("attnlab: error: omega")
+
+
+def test_program_into_a_closed_pipe_prints_no_traceback():
+    """``attnlab transition ... | head -c 1``: the flush before the fast exit meets a closed pipe."""
+    proc = subprocess.run(f"{sys.executable} -m attnlab.cli transition --omega 0.3 --alpha-max 0.4 --json | head -c 1",
+                          shell=True, capture_output=True, text=True, timeout=300)
+    assert proc.stdout == "{" and "Traceback" not in proc.stderr
+
+
 def test_transition_cli_warns_when_no_crossing(capsys):
     code, out, err = run_cli(capsys, "transition", "--omega", "0.3", "--alpha-max", "0.4", "--json")
     res = json.loads(out)

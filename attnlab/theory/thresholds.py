@@ -28,10 +28,20 @@ from .quadrature import Quadrature, gauss_hermite
 from .solver import SEResult
 
 __all__ = ["linear_baseline_error", "se_curve", "Transition", "find_transition", "phase_diagram", "map_transitions",
-           "search_grid", "ALPHA_MAX_LIMIT"]
+           "search_grid", "ALPHA_MAX_LIMIT", "GAP_RESOLUTION"]
 
 #: Largest ``alpha_max`` of :func:`find_transition` (the grid grows as ``log(alpha_max)``).
 ALPHA_MAX_LIMIT = 1000.0
+
+#: Integration error of a training loss ``eps_t`` relative to its value, with the quasi-Monte
+#: Carlo rules of :func:`find_transition` (measured against the independent ``refined()`` point
+#: set: 3e-6 to 1.6e-4 with the default rule, 4e-5 to 2.5e-4 with the cheap one). A sign change
+#: of the gap between the branches' training losses is a crossing only between two points of
+#: the search grid where the gap exceeds this times ``eps_t``: near ``Q = 0`` both branches are
+#: small perturbations of the trivial fixed point, and their gap shrinks to order 1e-8, where
+#: its sign depends on the rule (e.g. ``sigma = 0.5, lambda = 0.04, omega = 0.2`` at
+#: ``alpha = 0.15``: -4e-8 with the cheap rule, -4e-9 with the default one).
+GAP_RESOLUTION = 1e-4
 
 
 def linear_baseline_error(params: ModelParams, order: int = 60) -> float:
@@ -157,18 +167,22 @@ class Transition:
                     alpha_min=self.alpha_min, alpha_max=self.alpha_max)
 
 
-def _bracketed_root(fun, grid, xtol, stop=None):
+def _bracketed_root(fun, grid, xtol, stop=None, resolution=None):
     """Brent's method on the first sign change of ``fun`` met walking along the
     increasing ``grid`` (from its top, until ``stop(alpha)``, if ``stop`` is
     given); points where ``fun`` is ``nan`` are skipped. ``nan`` if there is none,
-    or if ``fun`` is ``nan`` inside the bracket."""
+    or if ``fun`` is ``nan`` inside the bracket. With ``resolution(alpha)``, the
+    integration error of ``fun`` there, points where ``|fun|`` does not exceed it
+    are skipped too: their sign is noise, so a sign change counts only between two
+    resolved points (a root next to an unresolved point is bracketed by the
+    resolved points on either side of it)."""
     points = grid[::-1] if stop is not None else grid
     prev = None
     for a in points:
         f = fun(a)
-        if f == 0:
+        if f == 0 and resolution is None:
             return a
-        if np.isfinite(f):
+        if np.isfinite(f) and (resolution is None or abs(f) > resolution(a)):
             if prev is not None and prev[1] * f < 0:
                 return _brent(fun, *sorted((prev[0], a)), xtol)
             prev = (a, f)
@@ -296,7 +310,9 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
         Roots not found in the interval are ``nan``; the crossing is only
         searched where the semantic solution has ``theta > 0`` (so ``nan``
         also when the semantic branch is already the lower one where it
-        appears, or when both branches collapse to ``Q = 0``).
+        appears, or when both branches collapse to ``Q = 0``), and a sign change
+        of the gap smaller than its integration error (:data:`GAP_RESOLUTION`) is
+        no crossing.
 
     Raises
     ------
@@ -325,7 +341,8 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
             gap = functools.partial(_gap, sem, pos, pool)
             above_lin = lambda a: sem(a).eps_g - eps_lin if sem(a).converged else np.nan
             if k == 0:  # from the top: warm starts from the developed branches; stop where the semantic one ends
-                alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a))
+                alpha_c = _bracketed_root(gap, grid, xtol, stop=lambda a: not exists(a),
+                                          resolution=lambda a: GAP_RESOLUTION * max(sem(a).eps_t, pos(a).eps_t))
             elif not np.isnan(alpha_c):
                 alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
             if np.isnan(alpha_c):
