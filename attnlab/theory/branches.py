@@ -137,9 +137,12 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Also solve with ``quad.refined()`` and report the differences.
     pin : bool
         Pin the branch by symmetry (default). With ``pin=False`` all four
-        overlaps are free: started from the semantic branch with a small ``m``
-        this finds *mixed* fixed points (``m, theta > 0``), e.g. the one that
-        gradient descent from ``Q*`` reaches at ``alpha = 0.8``, ``omega = 0.3``.
+        overlaps are free, e.g. to test a branch's stability against the other
+        overlap: at ``alpha = 0.8``, ``omega = 0.3`` the followed semantic fixed
+        point started with ``m = 0.1`` returns to ``m ~ 1e-3`` (the quasi-Monte
+        Carlo floor) and the same ``theta``, so there is no mixed fixed point
+        there; gradient descent from ``Q*`` ends near the pure semantic branch,
+        its ``|m|`` shrinking as ``d`` grows (book Chapter 5).
     minimizer : {"followed", "global"}, optional
         The per-sample proximal minimiser. ``"global"``: the global minimiser,
         as the replica computation of the global minimum of the risk asks

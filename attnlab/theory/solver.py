@@ -77,6 +77,27 @@ def leading_overlap(branch: str) -> str:
     return "theta" if branch == "semantic" else "m"
 
 
+class _WhenRead:
+    """The field ``eps_g`` of :class:`SEResult`: a value given to the constructor, or (``None``,
+    the default) :func:`~attnlab.theory.equations.generalization_error` at the result's overlaps,
+    computed when first read and then kept."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, result, owner=None):
+        if result is None:
+            return None  # the dataclass default: compute when read
+        value = result.__dict__.get(self.slot)
+        if value is None:
+            value = generalization_error(result.overlaps, result.params, result.quadrature)
+            result.__dict__[self.slot] = value
+        return value
+
+    def __set__(self, result, value):
+        result.__dict__[self.slot] = None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class SEResult:
     """A state-evolution fixed point and its observables.
@@ -95,7 +116,9 @@ class SEResult:
         User-facing observables as reported by the trainers: ``|m|``,
         ``theta = Q*.Q/d = |theta_SE| / sigma^2`` and ``qnorm = |Q|^2/d = q / sigma^2``.
     eps_g : float
-        Generalization error ``(sigma^2/2) E ||S(h) - T(h*)||_F^2``.
+        Generalization error ``(sigma^2/2) E ||S(h) - T(h*)||_F^2``, at ``overlaps`` with
+        ``quadrature``'s rule: computed when first read, unless given (a threshold search
+        reads it at a few of its fixed points only).
     eps_t : float
         Training loss ``-Phi`` (regulariser included), comparable with ``R/d``.
     iterations : int
@@ -132,7 +155,6 @@ class SEResult:
     m: float
     theta: float
     qnorm: float
-    eps_g: float
     eps_t: float
     iterations: int
     residual: float
@@ -143,6 +165,7 @@ class SEResult:
     collapsed: bool = False
     on_branch: bool = True
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
+    eps_g: float = _WhenRead()
 
     def to_dict(self) -> dict:
         """JSON-serialisable summary (SE ``q, V`` plus the user-facing observables)."""
@@ -336,8 +359,7 @@ def fixed_point(params: ModelParams, alpha: float, branch: str, start: Overlaps,
             return collapsed
     s2 = params.sigma ** 2
     return SEResult(alpha=alpha, branch=branch, params=params, overlaps=fixed, hats=hats,
-                    m=fixed.m, theta=fixed.theta / s2, qnorm=fixed.q / s2,
-                    eps_g=generalization_error(fixed, params, quad), eps_t=eps_t,
+                    m=fixed.m, theta=fixed.theta / s2, qnorm=fixed.q / s2, eps_t=eps_t,
                     iterations=coarse.G.calls + sum(f.G.calls for f in stages if f is not coarse),
                     residual=res, converged=converged, quadrature=quad, minimizer=minimizer,
                     on_branch=(abs(ov.theta) / s2 if branch == "semantic" else abs(ov.m)) > ON_BRANCH_MIN,

@@ -347,7 +347,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
                 alpha_c = _refine_root(gap, alpha_c, xtol, grid[0], alpha_max)
             if np.isnan(alpha_c):
                 alpha_l = float("nan")
-            elif sem(alpha_c).eps_g < eps_lin:
+            elif sem(_solved_above(sem, alpha_c, xtol)).eps_g < eps_lin:
                 alpha_l = alpha_c
             elif k == 0:
                 alpha_l = _bracketed_root(above_lin, [alpha_c] + [a for a in grid if a > alpha_c], xtol)
@@ -355,6 +355,13 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
                 alpha_l = _refine_root(above_lin, alpha_l, xtol, alpha_c, alpha_max)
     return Transition(alpha_c=float(alpha_c), alpha_l=float(alpha_l), eps_g_linear=eps_lin, xtol=xtol, params=params,
                       minimizer=minimizer, alpha_min=float(grid[0]), alpha_max=float(alpha_max))
+
+
+def _solved_above(follow: BranchFollower, alpha: float, xtol: float) -> float:
+    """The nearest ``alpha`` in ``[alpha, alpha + xtol]`` at which ``follow`` has a converged fixed
+    point (e.g. the upper end of the bracket of a root), else ``alpha`` itself: where the
+    lower minimum just above a root is read, to the root's tolerance."""
+    return min((a for a, r in follow.solved.items() if alpha <= a <= alpha + xtol and r.converged), default=alpha)
 
 
 def _gap(sem: BranchFollower, pos: BranchFollower, pool, alpha: float) -> float:
