@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.optimize
 
-from ..params import ModelParams
+from ..params import DEFAULT_MINIMIZER, ModelParams
 from .equations import Hats, Overlaps, StateEvolution, generalization_error  # noqa: F401
 from .quadrature import Quadrature, Symmetry
 
@@ -161,7 +161,7 @@ class SEResult:
     converged: bool
     quadrature: Quadrature
     quadrature_error: dict | None = field(default=None)
-    minimizer: str = "global"
+    minimizer: str = DEFAULT_MINIMIZER
     collapsed: bool = False
     on_branch: bool = True
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
