@@ -296,6 +296,30 @@ def test_cache_guard_reexecutes_when_library_or_cached_results_change(tmp_path):
         assert cache.exists()
 
 
+def test_book_build_starts_its_kernels_without_the_transport_warning(tmp_path):
+    """The extension kernel_transport: a chapter executed the way the build executes it
+    (nbclient, in the process that loaded the extension) runs, and its kernel prints no
+    "running over TCP without encryption" warning into the build log."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import importlib.util, nbformat\n"
+        f"spec = importlib.util.spec_from_file_location('kt', {str(BOOK / '_ext' / 'kernel_transport.py')!r})\n"
+        "kt = importlib.util.module_from_spec(spec); spec.loader.exec_module(kt)\n"
+        "print('changed', kt.prefer_encrypted_kernels())\n"
+        "from nbclient import NotebookClient\n"
+        "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('print(6 * 7)')])\n"
+        "NotebookClient(nb, timeout=120).execute()\n"
+        "print('output', nb.cells[0].outputs[0]['text'].strip())\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "output 42" in out.stdout
+    if "changed True" in out.stdout:  # (jupyter_client with the setting, pyzmq with CurveZMQ)
+        assert "without encryption" not in out.stderr, out.stderr
+
+
 # --------------------------------------------------------------------------- Binder
 
 def test_binder_environment_matches_pyproject_and_installs_the_project_in_postbuild():
