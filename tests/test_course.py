@@ -142,6 +142,23 @@ def test_student_notebooks_have_no_solution(course):
 
 
 @pytest.mark.course
+def test_handout_folder_holds_only_handouts(course):
+    """Zipping the --out folder must not ship the answers: the scratch files (otter's sources,
+    the student build's tree and config, the slide template) live beside it, and answers
+    appear only in the instructor edition and in the problem sets' autograder/solutions."""
+    assert {p.name for p in course.iterdir()} == {"student", "instructor", "slides", "assignments",
+                                                  "build_report.json"}
+    assert not list((course / "student").rglob("*.yml"))
+    for path in course.rglob("*"):
+        rel = path.relative_to(course).parts
+        if not path.is_file() or path.suffix not in (".ipynb", ".md", ".py", ".html", ".txt"):
+            continue
+        if rel[0] == "instructor" or (rel[0] == "assignments" and rel[2] in ("autograder", "solutions")):
+            continue
+        assert "BEGIN SOLUTION" not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.course
 def test_instructor_edition_answers_every_exercise(course):
     answers = (course / "instructor" / "answers.md").read_text()
     labels = []
@@ -197,6 +214,11 @@ def test_slide_decks_work_offline(course):
             if ref.startswith("data:"):
                 continue
             assert (slides / ref.split("?")[0]).is_file(), f"{deck.name}: {ref} missing"
+        # links to other book pages go to the student edition's HTML, not to .md/.ipynb sources
+        links = re.findall(r'<a [^>]*href="([^"]+)"', deck.read_text())
+        assert not [h for h in links if re.search(r"\.(md|ipynb)(#|$)", h)], deck.name
+        assert all(h.startswith(("#", "https:", "http:", "mailto:", "../student/html/book/")) for h in links), \
+            (deck.name, [h for h in links if not h.startswith(("#", "http", "mailto:", "../student/"))])
     assert (slides / "_vendor" / "reveal.js" / "dist" / "reveal.js").is_file()
     assert (slides / "_vendor" / "mathjax" / "MathJax.js").is_file()
 

@@ -24,7 +24,9 @@ writes, under ``--out``:
     ``psN/student/`` (the notebook with stubs and public tests), ``psN/autograder/``
     (``autograder.zip`` with the hidden tests, for ``otter run``) and ``psN/solutions/``.
 
-Every part can be built alone (``--parts student,slides``) and for some chapters only
+Scratch files (the student build's Sphinx tree and configuration, otter's sources with
+the answers, the slides' template) go to ``.NAME-work`` beside ``--out``, never into the
+hand-outs. Every part can be built alone (``--parts student,slides``) and for some chapters only
 (``--chapters 01_positional_semantic``; ``--no-html`` skips the student HTML build).
 The build fails when a student notebook or page still contains solution code or text.
 """
@@ -187,7 +189,7 @@ def student_config(out: Path) -> Path:
     # jupyter-book resolves the local extensions' folders against the config file's folder
     local = cfg.get("sphinx", {}).get("local_extensions") or {}
     cfg["sphinx"]["local_extensions"] = {k: str(ROOT / v) for k, v in local.items()}
-    path = out / "student" / "_config_student.yml"
+    path = work_dir(out) / "_config_student.yml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# Made by book/_scripts/build_course.py from _config.yml: do not edit.\n"
                     + yaml.safe_dump(cfg, sort_keys=False))
@@ -196,7 +198,7 @@ def student_config(out: Path) -> Path:
 
 def build_student_html(out: Path, chapters: list[str]) -> dict:
     cfg = student_config(out)
-    work = out / "_student_build"
+    work = work_dir(out) / "student_build"
     cmd = ["jupyter-book", "build", str(ROOT), "--config", str(cfg), "--path-output", str(work),
            "-n", "--keep-going"]
     if sorted(chapters) == chapter_names():
@@ -205,7 +207,7 @@ def build_student_html(out: Path, chapters: list[str]) -> dict:
         toc = {"format": "jb-book", "root": f"book/{chapters[0]}"}
         if chapters[1:]:
             toc["chapters"] = [{"file": f"book/{c}"} for c in chapters[1:]]
-        path = out / "student" / "_toc_student.yml"
+        path = work_dir(out) / "_toc_student.yml"
         path.write_text(yaml.safe_dump(toc, sort_keys=False))
         cmd += ["--toc", str(path)]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -417,7 +419,20 @@ def lecture_notebook(lecture: dict):
 _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 {# offline: no mermaid module from a CDN (the chapters have no mermaid diagrams) #}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{# a tall figure (several panels) fits the slide instead of running off its bottom #}
+{%- block html_head_css -%}
+<style>.reveal .jp-OutputArea-output img { max-height: 72vh; width: auto; max-width: 100%; }</style>
+{%- endblock html_head_css -%}
 """
+
+#: Links of the chapters to other pages of the book (``appendix/api.md``, ``02_solvable_model.ipynb#x``):
+#: in a deck they point to the student edition's HTML book (``../student/html``).
+_BOOK_LINK = re.compile(r'href="(?![a-z]+:|#|/)([^"#]+?)\.(?:md|ipynb)(#[^"]*)?"')
+
+
+def link_to_student_book(body: str) -> str:
+    """``body`` (a deck's HTML) with its links to book pages pointing into ``../student/html/book/``."""
+    return _BOOK_LINK.sub(lambda m: f'href="../student/html/book/{m.group(1)}.html{m.group(2) or ""}"', body)
 
 
 def build_slides(out: Path, lectures: list[dict]) -> dict:
@@ -430,7 +445,7 @@ def build_slides(out: Path, lectures: list[dict]) -> dict:
     if (dest / "_vendor").exists():
         shutil.rmtree(dest / "_vendor")
     shutil.copytree(vendor(), dest / "_vendor", ignore=shutil.ignore_patterns("complete"))
-    tpl = out / "_slides_template" / "attnlab_reveal"
+    tpl = work_dir(out) / "slides_template" / "attnlab_reveal"
     tpl.mkdir(parents=True, exist_ok=True)
     (tpl / "index.html.j2").write_text(_TEMPLATE)
     (tpl / "conf.json").write_text(json.dumps({"base_template": "reveal", "mimetypes": {"text/html": True}}))
@@ -453,7 +468,7 @@ def build_slides(out: Path, lectures: list[dict]) -> dict:
         exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
         exporter.register_preprocessor(ExtractOutputPreprocessor(config=c), enabled=True)
         body, res = exporter.from_notebook_node(nb, resources={"output_files_dir": f"{stem}_files"})
-        (dest / f"{stem}.html").write_text(body)
+        (dest / f"{stem}.html").write_text(link_to_student_book(body))
         for fname, data in res.get("outputs", {}).items():
             (dest / fname).parent.mkdir(parents=True, exist_ok=True)
             (dest / fname).write_bytes(data)
@@ -475,7 +490,7 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
     import jupytext
 
     dest = out / "assignments"
-    src_dir = out / "_assignment_sources"
+    src_dir = work_dir(out) / "assignment_sources"
     src_dir.mkdir(parents=True, exist_ok=True)
     # every problem set's config names this file: otter puts it into the autograder bundle,
     # so that a grading service (Gradescope, otter's Docker image) installs attnlab too
@@ -505,6 +520,26 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- main
 
+#: Scratch folders that builds before 2026-12 left inside the hand-outs (answers among them).
+OLD_SCRATCH = ("_student_build", "_slides_template", "_assignment_sources", "student/_config_student.yml",
+               "student/_toc_student.yml")
+
+
+def work_dir(out: Path) -> Path:
+    """The scratch folder of a build into ``out``: ``.NAME-work`` beside it, so that ``out``
+    holds only what is handed out (zipping it never ships the answers)."""
+    return out.parent / f".{out.name}-work"
+
+
+def remove_old_scratch(out: Path) -> None:
+    for name in OLD_SCRATCH:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="_build/course", type=Path)
@@ -524,6 +559,8 @@ def main(argv=None) -> int:
     plan = course_plan()
     lectures = [l for l in plan["lectures"] if set(l["chapters"]) & set(chapters)]
     out.mkdir(parents=True, exist_ok=True)
+    work_dir(out).mkdir(parents=True, exist_ok=True)
+    remove_old_scratch(out)
     report = {}
     for part in parts:
         start = time.perf_counter()
