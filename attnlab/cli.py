@@ -352,7 +352,10 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``attnlab`` command, every sub-command (building it imports nothing heavy)."""
-    parser = _OneLineErrorParser(prog="attnlab", description=__doc__.splitlines()[0])
+    from . import __version__
+
+    parser = _OneLineErrorParser(prog="attnlab", description=__doc__.splitlines()[0].replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_train, _add_state_evolution, _add_counting, _add_reproduce):
         add(sub)

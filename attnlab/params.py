@@ -104,16 +104,23 @@ def check_positive(name: str, value: float, *, strict: bool = True) -> float:
     v = _real(name, value, rng)
     ok = np.isfinite(v) and (v > 0 if strict else v >= 0)
     if not ok:
-        raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
+        raise ValueError(f"{name} must be finite and in {rng}, got {_shown(value)}")
     return v
 
 
-def check_in_range(name: str, value: float, lo: float, hi: float) -> float:
-    """Return ``float(value)`` if ``lo <= value <= hi``, else raise ``ValueError``
-    (``TypeError`` if it is not a real number)."""
-    v = _real(name, value, f"[{lo}, {hi}]")
-    if not (np.isfinite(v) and lo <= v <= hi):
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value!r}")
+def _shown(value) -> str:
+    """``value`` as an error message shows it: a NumPy scalar as the plain number."""
+    return repr(value.item()) if isinstance(value, np.generic) else repr(value)
+
+
+def check_in_range(name: str, value: float, lo: float, hi: float, *, open_lo: bool = False) -> float:
+    """Return ``float(value)`` if ``lo <= value <= hi`` (``lo < value`` with ``open_lo``),
+    else raise ``ValueError`` (``TypeError`` if it is not a real number) naming ``name``
+    and the interval."""
+    rng = f"({lo:g}, {hi:g}]" if open_lo else f"[{lo:g}, {hi:g}]"
+    v = _real(name, value, rng)
+    if not (np.isfinite(v) and (lo < v if open_lo else lo <= v) and v <= hi):
+        raise ValueError(f"{name} must be in {rng}, got {_shown(value)}")
     return v
 
 
@@ -124,19 +131,16 @@ def check_int(name: str, value: int, minimum: int) -> int:
         if isinstance(value, (float, np.floating)) and float(value).is_integer() and abs(value) < 2 ** 53:
             value = int(value)
         else:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
     if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
     return int(value)
 
 
 def check_tolerance(name: str, value: float, maximum: float = MAX_TOLERANCE) -> float:
     """Return ``float(value)`` if it is a tolerance in ``(0, maximum]``, else raise
     ``ValueError`` (``TypeError`` if it is not a real number) naming ``name``."""
-    v = _real(name, value, f"(0, {maximum:g}]")
-    if not (np.isfinite(v) and 0 < v <= maximum):
-        raise ValueError(f"{name} must be in (0, {maximum:g}], got {value!r}")
-    return v
+    return check_in_range(name, value, 0.0, maximum, open_lo=True)
 
 
 def check_params(params, name: str = "params") -> "ModelParams":

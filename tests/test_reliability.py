@@ -339,6 +339,23 @@ def test_cli_bad_values_get_one_line(capsys, stub_compute, argv, code, name):
     assert got == code and out == "" and one_error_line(err, name), err
 
 
+@pytest.mark.parametrize("alpha", ["-1", "0", "1e308"])
+def test_cli_alpha_error_names_one_interval(capsys, stub_compute, alpha):
+    """Every out-of-range alpha is refused with the same interval, (0, 10000], and the
+    value as typed (no NumPy repr such as np.float64(2.0))."""
+    got, out, err = run_cli(capsys, "theory", "--omega", "0.3", "--alpha", alpha)
+    assert got == 2 and one_error_line(err, "alpha") and "alpha must be in (0, 10000], got" in err, err
+    got, out, err = run_cli(capsys, "phase-diagram", "--omegas", "0.1,2")
+    assert got == 2 and one_error_line(err, "omega") and err.strip().endswith("omega must be in [0, 1], got 2.0"), err
+
+
+def test_cli_version(capsys):
+    import attnlab
+
+    got, out, err = run_cli(capsys, "--version")
+    assert got == 0 and out.strip() == f"attnlab {attnlab.__version__}"
+
+
 @pytest.mark.parametrize("where", ["file", "under-file", "read-only"])
 @pytest.mark.parametrize("command", ["reproduce", "phase-diagram"])
 def test_cli_unwritable_out_is_refused_before_computing(capsys, stub_compute, afile, monkeypatch, where, command):

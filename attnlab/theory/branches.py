@@ -188,9 +188,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         exceeds :data:`QUADRATURE_WARN` (1%) of its value.
     """
     check_se_params(params)
-    alpha = check_in_range("alpha", alpha, 0.0, ALPHA_LIMIT)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be in (0, {ALPHA_LIMIT:g}], got {alpha!r}")
+    alpha = check_in_range("alpha", alpha, 0.0, ALPHA_LIMIT, open_lo=True)
     branch = check_choice("branch", branch, BRANCHES)
     minimizer = check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS)
     tol = check_tolerance("tol", tol)

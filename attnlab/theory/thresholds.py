@@ -255,9 +255,7 @@ def search_grid(alpha_max: float, grid_points: int = 7) -> list:
     ValueError
         If ``alpha_max`` is not in ``(0, ALPHA_MAX_LIMIT]`` or ``grid_points < 3``.
     """
-    alpha_max = check_in_range("alpha_max", alpha_max, 0.0, ALPHA_MAX_LIMIT)
-    if not alpha_max > 0:
-        raise ValueError(f"alpha_max must be in (0, {ALPHA_MAX_LIMIT:g}], got {alpha_max!r}")
+    alpha_max = check_in_range("alpha_max", alpha_max, 0.0, ALPHA_MAX_LIMIT, open_lo=True)
     grid_points = check_int("grid_points", grid_points, 3)
     lo = min(alpha_max, DEFAULT_ALPHA_MAX) / 20
     points = max(grid_points, 1 + int(np.ceil(round((grid_points - 1) * np.log(alpha_max / lo) / np.log(20), 9))))
