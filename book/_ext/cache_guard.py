@@ -57,8 +57,14 @@ def _outdated(app, env, added, changed, removed):
         return []
     if cache.exists():
         shutil.rmtree(cache)
-    docs = [doc for doc in env.found_docs if Path(env.doc2path(doc)).suffix == ".ipynb" if doc not in added]
-    LOGGER.info(f"[cache_guard] attnlab sources or cached results changed: re-executing {len(docs)} notebooks")
+    notebooks = [doc for doc in env.found_docs if Path(env.doc2path(doc)).suffix == ".ipynb"]
+    docs = [doc for doc in notebooks if doc not in added]  # (added ones are read anyway)
+    if old is None:
+        LOGGER.info(f"[cache_guard] first build with this execution cache: executing every chapter "
+                    f"(the hash of the attnlab sources and cached results is recorded in {record.name})")
+    else:
+        LOGGER.info(f"[cache_guard] attnlab sources or cached results changed: re-executing all "
+                    f"{len(notebooks)} notebooks")
     return docs
 
 
