@@ -68,7 +68,8 @@ def _slider(name, title, values, value, fmt="0[.]00"):
     formatter = CustomJSTickFormatter(args=dict(v=values), code="return String(v[Math.round(tick)]);")
     # one grid value: a fixed slider (Bokeh needs start < end)
     s = Slider(start=0, end=max(len(values) - 1, 1), step=1, value=idx, title=title, name=name, format=formatter,
-               sizing_mode="stretch_width", show_value=True, disabled=len(values) == 1)
+               sizing_mode="stretch_width", show_value=True, disabled=len(values) == 1,
+               margin=(5, 16, 5, 5))  # (room on the right for the handle at the end of the track)
     s.tags = [values]
     return s
 
@@ -129,7 +130,8 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
         fig.add_layout(spans["cursor"])
         if decorate is not None:
             decorate(fig, f, items)
-        fig.add_layout(Legend(items=items, location="center", orientation="horizontal", click_policy="hide"), "below")
+        fig.add_layout(Legend(items=items, location="center", orientation="horizontal", click_policy="hide",
+                              spacing=14), "below")
         figs.append(fig)
     readout = Div(text="", name="readout", sizing_mode="stretch_width")
     dense_index = [int(np.flatnonzero(np.isclose(grid.omegas_dense, w))[0]) for w in grid.omegas]
@@ -186,7 +188,11 @@ const lin = eps_lin[(i * shape[1] + j) * shape[2] + k];
 eps_g_linear.location = lin;
 alpha_l.location = Number.isFinite(al) ? al : null; alpha_l.visible = Number.isFinite(al);
 let phase;
-if (!Number.isFinite(ac)) phase = "no crossing in (0, 3]: the lower minimum does not switch";
+if (!Number.isFinite(ac)) {
+  const sem = at_x("semantic", "eps_t"), pos = at_x("positional", "eps_t");
+  const low = Number.isFinite(sem) && Number.isFinite(pos) ? (sem < pos ? "semantic" : "positional") + " " : "";
+  phase = low + "(no crossing in (0, 3]: the lower minimum does not switch)";
+}
 else if (x < ac) phase = "<b style='color:#1f77b4'>positional</b> (α < α_c = " + ac.toFixed(3) + ")";
 else phase = "<b style='color:#d62728'>semantic</b> (α ≥ α_c = " + ac.toFixed(3) + ")";
 readout.text = "At α = " + x.toFixed(2) + ": phase " + phase
@@ -294,7 +300,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     """
     from bokeh.layouts import column, row
     from bokeh.models import (BasicTickFormatter, ColorBar, ColumnDataSource, CustomJS, Div, HoverTool, Legend,
-                              LinearColorMapper)
+                              LegendItem, LinearColorMapper)
     from bokeh.plotting import figure
 
     sliders = dict(sigma=_slider("sigma", "σ (token std)", grid.sigmas, _check("sigma", sigma, 0, 10)),
@@ -307,7 +313,7 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     fig.toolbar.logo = None
     fig.xaxis.axis_label, fig.yaxis.axis_label = "α = n/d", "ω (positional weight)"
     items = []
-    gd_src = None
+    gd_src = gd_bar = gd_item = None
     if gd_map is not None:
         gd = {k: np.asarray(gd_map[k], float) for k in ("omega", "alpha", "gap")}
         # the scale saturates at a fifth of the largest gap: near the transition the gaps are
@@ -320,21 +326,26 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
         fig.add_tools(HoverTool(renderers=[cells], tooltips=[("α", "@alpha"), ("ω", "@omega"),
                                                             ("GD gap ε_t(informed) − ε_t(random)", "@gap{0.00000}")]))
         # under the plot, horizontal: beside it the colour bar would take a third of a phone's width
-        fig.add_layout(ColorBar(color_mapper=mapper, title="GD gap ε_t(informed) − ε_t(random), saturated", height=8,
-                                orientation="horizontal", formatter=BasicTickFormatter(use_scientific=False),
-                                major_label_text_font_size="10px"), "below")
-        items.append((f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})", [cells]))
+        gd_bar = ColorBar(color_mapper=mapper, title="GD gap ε_t(informed) − ε_t(random), saturated", height=8,
+                          orientation="horizontal", formatter=BasicTickFormatter(use_scientific=False),
+                          major_label_text_font_size="10px", name="gd_bar")
+        fig.add_layout(gd_bar, "below")
+        # shown, like the map itself, only at the map's sigma and lambda
+        gd_item = LegendItem(label=f"GD map (d = 200, σ = {gd_map['sigma']:g}, λ = {gd_map['lam']:g})",
+                             renderers=[cells], name="gd_item")
+        items.append(gd_item)
     lc = fig.line("alpha_c", "omega", source=src, color=COLORS["alpha_c"], line_width=2.5)
     fig.scatter("alpha_c", "omega", source=src, color=COLORS["alpha_c"], size=5)
     ll = fig.line("alpha_l", "omega", source=src, color=COLORS["alpha_l"], line_width=2, line_dash="dashed")
     fig.add_tools(HoverTool(renderers=[lc, ll], tooltips=[("ω", "@omega{0.00}"), ("α_c", "@alpha_c{0.000}"),
                                                           ("α_l", "@alpha_l{0.000}")]))
-    items += [("α_c (training losses cross)", [lc]), ("α_l (beats the linear baseline)", [ll])]
+    items += [LegendItem(label="α_c (training losses cross)", renderers=[lc]),
+              LegendItem(label="α_l (beats the linear baseline)", renderers=[ll])]
     fig.add_layout(Legend(items=items, location="center", orientation="vertical"), "below")
     readout = Div(text="", name="readout", sizing_mode="stretch_width")
     args = dict(src=src, alpha_c=[float(x) for x in table["alpha_c"].ravel()],
                 alpha_l=[float(x) for x in table["alpha_l"].ravel()], shape=list(grid.alpha_c.shape),
-                readout=readout, gd=gd_src, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
+                readout=readout, gd=gd_src, gd_bar=gd_bar, gd_item=gd_item, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
                 alpha_max=float(DEFAULT_ALPHA_MAX),
                 sigmas=[float(s) for s in grid.sigmas], lams=[float(x) for x in grid.lams], **sliders)
     code = """
@@ -353,6 +364,7 @@ if (far_c.length) note += " No crossing α_c ≤ " + alpha_max + " at ω = " + f
 if (gd !== null) {
   const on = Math.abs(sigmas[j] - gd_at[0]) < 1e-9 && Math.abs(lams[k] - gd_at[1]) < 1e-9;
   gd.data = Object.assign({}, gd.data, {shown: gd.data.shown.map(() => on ? 1 : 0)});
+  gd_bar.visible = on; gd_item.visible = on;
   note += on ? " Under the lines: the gradient-descent map at these σ, λ (blue: the random init's minimum is lower, red: the informed one's)."
              : " The gradient-descent map is cached at σ = " + gd_at[0] + ", λ = " + gd_at[1] + " only.";
 }

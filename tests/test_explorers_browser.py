@@ -182,6 +182,8 @@ def _check_phase(drv, root, grid, latency):
         shown = _column(drv, root, "gd_map", "shown")
         paper = np.isclose(grid.sigmas[j], 0.5) and np.isclose(grid.lams[k], 0.01)
         assert (shown == (1.0 if paper else 0.0)).all()
+        # its colour bar and legend entry go with it
+        assert _get(drv, root, "gd_bar", "visible") == paper and _get(drv, root, "gd_item", "visible") == paper
         # where a threshold's line stops, the text says that it lies beyond the grid
         text = _get(drv, root, "readout", "text")
         ac, al = grid.alpha_c[:, j, k], grid.alpha_l[:, j, k]
