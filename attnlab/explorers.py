@@ -59,6 +59,11 @@ const t = (i_dense[i] * shape[1] + j) * shape[2] + k;
 """
 
 
+#: Margins of every slider (top, right, bottom, left): room on the right for the handle at the
+#: end of its track, which Bokeh's default of 5 px clips.
+SLIDER_MARGIN = (5, 16, 5, 5)
+
+
 def _slider(name, title, values, value, fmt="0[.]00"):
     """A slider over the grid values: its value is the index, its label the grid value."""
     from bokeh.models import CustomJSTickFormatter, Slider
@@ -68,8 +73,7 @@ def _slider(name, title, values, value, fmt="0[.]00"):
     formatter = CustomJSTickFormatter(args=dict(v=values), code="return String(v[Math.round(tick)]);")
     # one grid value: a fixed slider (Bokeh needs start < end)
     s = Slider(start=0, end=max(len(values) - 1, 1), step=1, value=idx, title=title, name=name, format=formatter,
-               sizing_mode="stretch_width", show_value=True, disabled=len(values) == 1,
-               margin=(5, 16, 5, 5))  # (room on the right for the handle at the end of the track)
+               sizing_mode="stretch_width", show_value=True, disabled=len(values) == 1, margin=SLIDER_MARGIN)
     s.tags = [values]
     return s
 
@@ -425,9 +429,10 @@ def teacher_explorer(*, omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A
 
     A_arr = ModelParams(A=A).A_array
     omega, h1, h2 = _check("omega", omega, 0, 1), _check("h1", h1, -2.5, 2.5), _check("h2", h2, -2.5, 2.5)
-    sliders = dict(omega=Slider(start=0, end=1, step=0.05, value=omega, title="ω", name="omega", sizing_mode="stretch_width"),
-                   h1=Slider(start=-2.5, end=2.5, step=0.1, value=h1, title="h*₁", name="h1", sizing_mode="stretch_width"),
-                   h2=Slider(start=-2.5, end=2.5, step=0.1, value=h2, title="h*₂", name="h2", sizing_mode="stretch_width"))
+    slider = lambda **kw: Slider(sizing_mode="stretch_width", margin=SLIDER_MARGIN, **kw)
+    sliders = dict(omega=slider(start=0, end=1, step=0.05, value=omega, title="ω", name="omega"),
+                   h1=slider(start=-2.5, end=2.5, step=0.1, value=h1, title="h*₁", name="h1"),
+                   h2=slider(start=-2.5, end=2.5, step=0.1, value=h2, title="h*₂", name="h2"))
     cells = dict(row=[0, 0, 1, 1], col=[0, 1, 0, 1])
 
     def panel(name, title, palette, M):
