@@ -6,7 +6,10 @@ new empty folder (what a fresh Colab or Binder session has), imports ``attnlab.t
 (``alpha = 1``, semantic branch, paper parameters; the default followed minimiser,
 then the global one in the same process). A second process with the now filled
 cache solves the same points (the warm path); the two results must agree to
-1e-9 relative. Reported per process: wall time from its start (interpreter and
+1e-9 relative. A third and a fourth process do the same for the global minimiser
+alone, as the first solve of a fresh process (where the split rule's late kernels
+compile in a helper process, :mod:`attnlab.theory.precompile`, whose compilation
+the per-kernel times below do not count). Reported per process: wall time from its start (interpreter and
 imports included), the imports, each solve, and the numba compilation time per
 top-level kernel (numba's compile events), median over ``--repeats`` rounds, with
 the load average before and after (the machine may be shared).
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, sys, time
-t0 = float(sys.argv[1])
+t0, order = float(sys.argv[1]), sys.argv[2].split(",")
 from numba.core import event
 stack, compiled = [], {}
 class Timer(event.Listener):
@@ -46,7 +49,7 @@ import attnlab.theory as th
 from attnlab import ModelParams
 t_import = time.time()
 out = dict(imports=t_import - t0, solves={}, results={})
-for minimizer in ("followed", "global"):
+for minimizer in order:
     t = time.time()
     r = th.solve_state_evolution(ModelParams(), 1.0, "semantic", minimizer=minimizer)
     out["solves"][minimizer] = time.time() - t
@@ -57,10 +60,10 @@ print(json.dumps(out))
 """
 
 
-def run_child(cache_dir: str, code: Path) -> dict:
+def run_child(cache_dir: str, code: Path, order: str = "followed,global") -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, ATTNLAB_CACHE_DIR=cache_dir, PYTHONPATH=str(code))
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-c", CHILD, repr(t0)], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", CHILD, repr(t0), order], env=env, capture_output=True, text=True,
                           check=True, cwd=tempfile.gettempdir())  # (not this folder: it would come first on sys.path)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process"] = time.time() - t0
@@ -74,16 +77,20 @@ def main():
     args = ap.parse_args()
     codes = [("this tree", ROOT)] + ([("against " + str(args.against), args.against.resolve())] if args.against else [])
     load = os.getloadavg()
-    rows = {name: [] for name, _ in codes}
+    rows = {key: [] for name, _ in codes for key in (name, name + " (global first)")}
     for _ in range(args.repeats):
         for name, code in codes:
             with tempfile.TemporaryDirectory(prefix="attnlab-numba-") as cache:
                 cold = run_child(cache, code)
                 warm = run_child(cache, code)
+            with tempfile.TemporaryDirectory(prefix="attnlab-numba-") as cache:
+                cold_global = run_child(cache, code, "global")
+                warm_global = run_child(cache, code, "global")
             rows[name].append((cold, warm))
+            rows[name + " (global first)"].append((cold_global, warm_global))
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); "
           f"median of {args.repeats} rounds; every process started fresh")
-    for name, _ in codes:
+    for name in rows:
         print(f"== {name}")
         report(rows[name])
 
@@ -93,7 +100,7 @@ def report(rows):
     print(f"{'':32s} {'empty cache':>12s} {'warm cache':>12s}")
     print(f"{'imports (from process start)':32s} {med(lambda c, w: c['imports']):11.2f}s "
           f"{med(lambda c, w: w['imports']):11.2f}s")
-    for mz in ("followed", "global"):
+    for mz in rows[0][0]["solves"]:
         print(f"{'first fixed point, ' + mz:32s} {med(lambda c, w: c['solves'][mz]):11.2f}s "
               f"{med(lambda c, w: w['solves'][mz]):11.2f}s")
         print(f"{'  start to result (' + mz + ')':32s} {med(lambda c, w: c['since_start_' + mz]):11.2f}s "

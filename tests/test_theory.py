@@ -584,3 +584,52 @@ def test_branch_follower_prefers_its_own_rule_within_the_span(monkeypatch):
     own(1.20)                      # own 1.19 (distance 0.01 <= 5%) over the cheap 1.20 (distance 0)
     own(1.60)                      # own results are 0.4 away (> 5%): the cheap 1.60
     assert used == [1.19, 1.60] and 0.01 <= SAME_RULE_SPAN * 1.20 < 0.4
+
+
+def test_compile_helper_kernels_have_the_signatures_a_solve_compiles():
+    """The helper compiles the split rule's late kernels for the argument types a global solve
+    calls them with (else the solve compiles them again and the helper's work is wasted)."""
+    from attnlab.theory.split_rule import late_kernels
+    solve_state_evolution(P0, 1.0, "semantic", quad=Quadrature.fast(), minimizer="global").eps_g
+    for dispatcher, argtypes in late_kernels().items():
+        assert dispatcher.signatures == [argtypes], dispatcher.py_func.__name__
+
+
+def test_compile_helper_only_where_it_can_help(monkeypatch):
+    """No helper with one core for this process (a sweep worker), with ATTNLAB_COMPILE_HELPER=0,
+    or once the kernels are compiled."""
+    from attnlab.theory import precompile
+    monkeypatch.setattr(precompile, "_in_cache", lambda d: False)
+    monkeypatch.setattr(precompile, "threads", lambda: 2)
+    fresh, compiled = (type("Dispatcher", (), {"signatures": sigs})() for sigs in ([], [()]))
+    assert precompile.wanted([fresh]) and precompile.wanted([compiled, fresh]) and not precompile.wanted([compiled])
+    monkeypatch.setenv("ATTNLAB_COMPILE_HELPER", "0")
+    assert not precompile.wanted([fresh])
+    monkeypatch.delenv("ATTNLAB_COMPILE_HELPER")
+    monkeypatch.setattr(precompile, "threads", lambda: 1)
+    assert not precompile.wanted([fresh])
+
+
+def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
+    """A fresh process with an empty numba cache: the helper compiles the sums along the lines
+    (the solve loads them from the cache, it does not compile them) and the fixed point equals,
+    bit for bit, the one solved in this process."""
+    code = ("import json; from numba.core import event; from attnlab import ModelParams\n"
+            "from attnlab.theory import Quadrature, solve_state_evolution as s\n"
+            "names = []\n"
+            "class L(event.Listener):\n"
+            "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
+            "    def on_end(self, ev): pass\n"
+            "event.register('numba:compile', L())\n"
+            "r = s(ModelParams(sigma=0.5, lam=0.01, omega=0.3), 1.0, 'positional', quad=Quadrature.fast(), "
+            "minimizer='global')\n"
+            "print(json.dumps([r.to_dict(), r.eps_g, names]))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    for name in ("ATTNLAB_COMPILE_HELPER", "NUMBA_NUM_THREADS"):  # the defaults: a helper on this 2-core machine
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                         check=True)
+    cold, eps_g, compiled = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "_continue" in compiled and "_integrate" not in compiled and "mean_loss" not in compiled, compiled
+    here = solve_state_evolution(P0, 1.0, "positional", quad=Quadrature.fast(), minimizer="global")
+    assert cold == json.loads(json.dumps(here.to_dict())) and eps_g == here.eps_g

@@ -31,7 +31,7 @@ from .channel import ChannelMoments, field_scales, gauss_hermite_expectations
 from .followed_rule import followed_expectations
 from .kernels import mean_loss
 from .quadrature import QMCRule, Quadrature, Symmetry, tensor_rule
-from .split_rule import split_expectations
+from .split_rule import split_expectations, start_compile_helper
 
 __all__ = ["Overlaps", "Hats", "ALPHA_LIMIT", "SIGMA_LIMIT", "AttentionChannel",
            "RidgePrior", "StateEvolution", "channel_update", "ridge_update", "generalization_error", "free_entropy",
@@ -152,6 +152,8 @@ class AttentionChannel:
         if self.minimizer == "followed":
             rule = self.quad.qmc if self.fine else QMCRule.fast()
             return followed_expectations(ov, self.params, rule, self.branch, self.symmetry)
+        if self.quad.method == "split":
+            start_compile_helper()  # the split rule's last kernels, on the other core (cold cache only)
         if self.fine and self.quad.method == "split":
             return split_expectations(ov, self.params, self.quad.split, self.symmetry)
         warm = None if self.fine else self._warm

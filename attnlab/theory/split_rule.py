@@ -29,13 +29,15 @@ import math
 
 import numba
 import numpy as np
+from numba import types
 from scipy.special import logit
 
+from . import precompile
 from .channel import ChannelMoments, field_scales, proximal, teacher_diagonal
-from .kernels import branch_label, newton_default, over_nodes, teacher
+from .kernels import branch_label, mean_loss, newton_default, over_nodes, teacher
 from .quadrature import SplitRule, eta_rule, gauss_hermite, gauss_legendre, symmetry_of
 
-__all__ = ["SplitRule", "split_expectations"]
+__all__ = ["SplitRule", "split_expectations", "late_kernels", "start_compile_helper"]
 
 
 def _line_directions(c, eta1, eta2, params):
@@ -325,7 +327,33 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMom
     args = (fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v, lines.eta1,
             lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
     axes = (None, 0, None, None, None, 1, 1, 1, 0, 0, 0, 0, 0, 0) + (None,) * 9
+    precompile.wait()  # _integrate: from the helper, if one compiles it
     parts, count = over_nodes(_integrate, args, axes, (0, 0), lines.v.size, 32)
     sums = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), parts.sum(axis=0)))
     return ChannelMoments.from_sums(sums, lines.symmetry.odd, nodes=int(count.sum()),
                                     jumps=int(np.isfinite(jumps).sum()))
+
+
+_F, _A1, _A2 = types.float64, types.Array(types.float64, 1, "C"), types.Array(types.float64, 2, "C")
+_R1 = types.Array(types.float64, 1, "C", readonly=True)  # the cached Gauss-Legendre and tensor rules
+
+
+def late_kernels() -> dict:
+    """The kernels a first solve of the global minimiser compiles last, with the argument types
+    it calls them with: ``_integrate`` (the sums along the lines: the longest to compile)
+    and :func:`~attnlab.theory.kernels.mean_loss` (``eps_g``).
+
+    Returns
+    -------
+    dict
+        ``{numba dispatcher: tuple of numba types}``, for :func:`attnlab.theory.precompile.compile_all`.
+    """
+    return {_integrate: (_A1, _A2, _R1, _R1, _A1, _A2, _A2, _A2) + (_A1,) * 6 + (_F,) * 9,
+            mean_loss: (_R1,) * 5 + (_F,) * 8}
+
+
+def start_compile_helper() -> None:
+    """Compile :func:`late_kernels` in a helper process if numba's cache lacks them
+    (:func:`attnlab.theory.precompile.start`); :func:`split_expectations` waits for it."""
+    precompile.start(f"{__name__}:late_kernels", late_kernels())
+

@@ -1,0 +1,120 @@
+"""Compiling kernels in a helper process while the first solve runs (a cold numba cache).
+
+With an empty numba cache (every new Colab or Binder session) the first fixed
+point of the global minimiser spends most of its time compiling the split
+rule's kernels, one after the other, on one core, in the order the rule calls
+them. :func:`start` hands the kernels a computation calls last (for the split
+rule :func:`attnlab.theory.split_rule.late_kernels`) to a second Python process,
+which compiles them into numba's cache on the other core
+(:func:`compile_all`) while this process compiles the first ones and starts
+solving; :func:`wait` is called before their first use, after which they load
+from the cache. The machine code is the one this process would have compiled
+(same source, signatures and flags), so results are bitwise equal with or
+without the helper (``tests/test_theory.py``); only the wall time of a first solve
+changes (``benchmarks/bench_cold_start.py``).
+
+A helper is started at most once per process, and only if it can help: numba's
+cache on, this process allowed at least two cores
+(:func:`~attnlab.theory.kernels.threads`: a sweep worker with
+``NUMBA_NUM_THREADS=1`` leaves the other core to its siblings), and one of the
+kernels neither compiled here nor in the cache. ``ATTNLAB_COMPILE_HELPER=0``
+turns it off. If the helper fails or takes longer than :data:`WAIT_SECONDS`,
+this process compiles the kernels itself: only slower.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numba
+
+from .kernels import threads
+
+__all__ = ["WAIT_SECONDS", "wanted", "start", "wait", "compile_all"]
+
+#: Longest wait for the helper before compiling here instead (seconds).
+WAIT_SECONDS = 120.0
+
+_lock = threading.Lock()
+_helper: subprocess.Popen | None = None
+_started = False
+
+
+def _forget_helper() -> None:  # a forked child (a sweep worker) does not own the parent's helper
+    global _helper, _lock
+    _helper, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helper)
+
+
+def _in_cache(dispatcher) -> bool:
+    """Whether numba's cache holds an index for ``dispatcher`` (written by an earlier process)."""
+    cache = getattr(dispatcher, "_cache", None)
+    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+    return index is None or os.path.exists(index)  # no index path: caching is off, nothing to share
+
+
+def wanted(kernels) -> bool:
+    """Whether a helper would help: see the module docstring.
+
+    Parameters
+    ----------
+    kernels : iterable of numba dispatchers
+    """
+    if os.environ.get("ATTNLAB_COMPILE_HELPER", "1") == "0" or threads() < 2:
+        return False
+    return any(not d.signatures and not _in_cache(d) for d in kernels)
+
+
+def start(source: str, kernels: dict) -> None:
+    """Start the helper if one is :func:`wanted` for ``kernels``; at most once per process.
+
+    Parameters
+    ----------
+    source : str
+        ``"module:function"``, where ``function()`` returns ``kernels`` in the helper.
+    kernels : dict
+        ``{numba dispatcher: tuple of argument types}``, as :func:`compile_all` takes.
+    """
+    global _helper, _started
+    with _lock:
+        if _started:
+            return
+        _started = True
+        if not wanted(kernels):
+            return
+        module, function = source.split(":")
+        code = (f"import importlib; from attnlab.theory.precompile import compile_all; "
+                f"compile_all(importlib.import_module({module!r}).{function}())")
+        env = dict(os.environ)
+        if numba.config.CACHE_DIR:  # the helper runs elsewhere: a relative cache folder must stay the same
+            env["NUMBA_CACHE_DIR"] = os.path.abspath(numba.config.CACHE_DIR)
+        try:  # run from the folder holding this attnlab, so that the helper imports this copy
+            _helper = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:  # no subprocesses here (a sandbox): the kernels compile in this process
+            _helper = None
+
+
+def wait() -> None:
+    """Wait for the helper, if one runs (at most :data:`WAIT_SECONDS`)."""
+    global _helper
+    with _lock:
+        helper, _helper = _helper, None
+    if helper is None:
+        return
+    try:
+        helper.wait(timeout=WAIT_SECONDS)
+    except subprocess.TimeoutExpired:  # left to finish on its own; the kernels compile here
+        pass
+
+
+def compile_all(kernels: dict) -> None:
+    """Compile ``{dispatcher: argument types}`` (numba saves each to its cache): the helper's work."""
+    for dispatcher, argtypes in kernels.items():
+        dispatcher.compile(argtypes)
