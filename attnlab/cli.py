@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import shlex
 import signal
 import sys
@@ -425,9 +426,24 @@ def _interrupt_in(exc: BaseException) -> BaseException | None:
     return None
 
 
+_NEGATIVE_LIST = re.compile(r"^-\.?\d[^,]*,")  # e.g. -1,0,0,1 (argparse takes it for an option)
+
+
+def _glue_negative_lists(argv):
+    """``--A -1,0,0,1`` as ``--A=-1,0,0,1``: argparse reads a lone ``-1`` as a number but a
+    comma-separated list starting with a minus sign as an unknown option."""
+    out = []
+    for token in argv:
+        if out and _NEGATIVE_LIST.match(token) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def _main(argv) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_negative_lists(argv))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

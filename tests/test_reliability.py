@@ -349,6 +349,17 @@ def test_cli_alpha_error_names_one_interval(capsys, stub_compute, alpha):
     assert got == 2 and one_error_line(err, "omega") and err.strip().endswith("omega must be in [0, 1], got 2.0"), err
 
 
+@pytest.mark.parametrize("argv,name,says", [
+    (("theory", "--omega", "0.3", "--alpha", "1", "--A", "-1,0,0,1"), "A", "non-negative"),
+    (("phase-diagram", "--omegas", "-0.1,0.3"), "omega", "omega must be in [0, 1], got -0.1"),
+])
+def test_cli_negative_list_values_reach_validation(capsys, stub_compute, argv, name, says):
+    """A list starting with a minus sign is the option's value (argparse alone takes it for an
+    unknown option and says "expected one argument"): it is checked like any other value."""
+    got, out, err = run_cli(capsys, *argv)
+    assert got == 2 and one_error_line(err, name) and says in err and "expected one argument" not in err, err
+
+
 def test_cli_version(capsys):
     import attnlab
 
