@@ -596,8 +596,8 @@ def test_compile_helper_kernels_have_the_signatures_a_solve_compiles():
 
 
 def test_compile_helper_only_where_it_can_help(monkeypatch):
-    """No helper with one core for this process (a sweep worker), with ATTNLAB_COMPILE_HELPER=0,
-    or once the kernels are compiled."""
+    """No helper with one core for this process (a sweep worker, a container's CPU quota), with
+    ATTNLAB_COMPILE_HELPER=0, or once the kernels are compiled."""
     from attnlab.theory import precompile
     monkeypatch.setattr(precompile, "_in_cache", lambda d: False)
     monkeypatch.setattr(precompile, "threads", lambda: 2)
@@ -607,6 +607,10 @@ def test_compile_helper_only_where_it_can_help(monkeypatch):
     assert not precompile.wanted([fresh])
     monkeypatch.delenv("ATTNLAB_COMPILE_HELPER")
     monkeypatch.setattr(precompile, "threads", lambda: 1)
+    assert not precompile.wanted([fresh])
+    import joblib  # a container whose CPU quota is one core, of more that the process may run on
+    monkeypatch.setattr(precompile, "threads", lambda: 2)
+    monkeypatch.setattr(joblib, "cpu_count", lambda *a, **k: 1)
     assert not precompile.wanted([fresh])
 
 

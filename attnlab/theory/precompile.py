@@ -16,8 +16,10 @@ changes (``benchmarks/bench_cold_start.py``).
 A helper is started at most once per process, and only if it can help: numba's
 cache on, this process allowed at least two cores
 (:func:`~attnlab.theory.kernels.threads`: a sweep worker with
-``NUMBA_NUM_THREADS=1`` leaves the other core to its siblings), and one of the
-kernels neither compiled here nor in the cache. ``ATTNLAB_COMPILE_HELPER=0``
+``NUMBA_NUM_THREADS=1`` leaves the other core to its siblings; and
+``joblib.cpu_count``, which reads a container's CPU quota: on one core the
+helper's work would only add to this process's), and one of the kernels
+neither compiled here nor in the cache. ``ATTNLAB_COMPILE_HELPER=0``
 turns it off. If the helper fails or takes longer than :data:`WAIT_SECONDS`,
 this process compiles the kernels itself: only slower.
 """
@@ -68,7 +70,10 @@ def wanted(kernels) -> bool:
     """
     if os.environ.get("ATTNLAB_COMPILE_HELPER", "1") == "0" or threads() < 2:
         return False
-    return any(not d.signatures and not _in_cache(d) for d in kernels)
+    if all(d.signatures or _in_cache(d) for d in kernels):
+        return False
+    import joblib  # (only here, on a cold cache: its import takes 0.2-0.5 s)
+    return joblib.cpu_count() >= 2  # a container's CPU quota too (Binder: often one core of many)
 
 
 def start(source: str, kernels: dict) -> None:
