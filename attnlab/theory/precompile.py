@@ -19,12 +19,18 @@ cache on, this process allowed at least two cores
 ``NUMBA_NUM_THREADS=1`` leaves the other core to its siblings; and
 ``joblib.cpu_count``, which reads a container's CPU quota: on one core the
 helper's work would only add to this process's), and one of the kernels
-neither compiled here nor in the cache. ``ATTNLAB_COMPILE_HELPER=0``
-turns it off. If the helper fails or takes longer than :data:`WAIT_SECONDS`,
-this process compiles the kernels itself: only slower.
+neither compiled here nor in the cache; not with ``NUMBA_DISABLE_JIT``.
+``ATTNLAB_COMPILE_HELPER=0`` turns it off. If the helper fails or takes longer
+than :data:`WAIT_SECONDS`, this process compiles the kernels itself: only
+slower. A helper still running when this process exits is stopped.
+
+Both processes write numba's cache index of the kernels' callees (``newton``
+...): numba updates an index without a lock, which is safe as long as both add
+the same signature (each kernel and callee has one, ``tests/test_theory.py``).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -38,7 +44,7 @@ from .kernels import threads
 __all__ = ["WAIT_SECONDS", "wanted", "start", "wait", "compile_all"]
 
 #: Longest wait for the helper before compiling here instead (seconds).
-WAIT_SECONDS = 120.0
+WAIT_SECONDS = 60.0
 
 _lock = threading.Lock()
 _helper: subprocess.Popen | None = None
@@ -68,7 +74,9 @@ def wanted(kernels) -> bool:
     ----------
     kernels : iterable of numba dispatchers
     """
-    if os.environ.get("ATTNLAB_COMPILE_HELPER", "1") == "0" or threads() < 2:
+    if os.environ.get("ATTNLAB_COMPILE_HELPER", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if numba.config.DISABLE_JIT or threads() < 2:  # (without the JIT the kernels are Python functions)
         return False
     if all(d.signatures or _in_cache(d) for d in kernels):
         return False
@@ -104,19 +112,27 @@ def start(source: str, kernels: dict) -> None:
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:  # no subprocesses here (a sandbox): the kernels compile in this process
             _helper = None
+        else:
+            atexit.register(_stop, _helper)
+
+
+def _stop(helper: subprocess.Popen) -> None:
+    """End ``helper`` if it still runs (this process exits, or gave up waiting): no stray process."""
+    if helper.poll() is None:
+        helper.kill()
+        helper.wait()
 
 
 def wait() -> None:
-    """Wait for the helper, if one runs (at most :data:`WAIT_SECONDS`)."""
-    global _helper
-    with _lock:
-        helper, _helper = _helper, None
-    if helper is None:
+    """Wait for the helper, if one was started, to finish (every caller, in any thread); after
+    :data:`WAIT_SECONDS` it is stopped and the kernels compile in this process."""
+    helper = _helper
+    if helper is None or helper.returncode is not None:
         return
     try:
         helper.wait(timeout=WAIT_SECONDS)
-    except subprocess.TimeoutExpired:  # left to finish on its own; the kernels compile here
-        pass
+    except subprocess.TimeoutExpired:
+        _stop(helper)
 
 
 def compile_all(kernels: dict) -> None:
