@@ -15,6 +15,7 @@ for name in "${names[@]}"; do
   start=$(date +%s)
   python - "book/${name}.ipynb" <<'PY'
 import sys
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -37,6 +38,12 @@ for cell in nb.cells:                      # no run-specific metadata in the com
             merged.append(out)
     if cell.cell_type == "code":
         cell.outputs = merged
+    # a widget's model id is random and its model is not stored (store_widget_state=False):
+    # a name from the notebook and the cell instead, so that two runs store the same file
+    for k, out in enumerate(cell.get("outputs", [])):
+        view = out.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+        if view is not None:
+            view["model_id"] = uuid.uuid5(uuid.NAMESPACE_URL, f"attnlab/{path.name}/{cell.get('id')}/{k}").hex
 nb.metadata.pop("widgets", None)
 nbformat.write(nb, path)
 PY
