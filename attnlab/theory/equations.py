@@ -154,8 +154,8 @@ class AttentionChannel:
             return followed_expectations(ov, self.params, rule, self.branch, self.symmetry)
         if self.quad.method == "split":
             start_compile_helper()  # the split rule's last kernels, on the other core (cold cache only)
-        if self.fine and self.quad.method == "split":
-            return split_expectations(ov, self.params, self.quad.split, self.symmetry)
+            if self.fine:
+                return split_expectations(ov, self.params, self.quad.split, self.symmetry)
         warm = None if self.fine else self._warm
         moments, minimiser = gauss_hermite_expectations(ov, self.params, self.quad, warm=warm, symmetry=self.symmetry)
         if not self.fine and self._warm is None:

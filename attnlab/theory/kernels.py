@@ -22,8 +22,8 @@ share only (numba's parallel loops wait for their slowest thread), and no
 parallel loop has to be compiled (in a fresh process with an empty numba cache
 the followed minimiser's kernels compile in about 1.5 s, the split rule's in 4 s
 more, the longest of them in a helper process on the other core,
-:mod:`attnlab.theory.precompile`; ``benchmarks/bench_cold_start.py``). Every node is computed as by one
-serial call, so results do not depend on the number of cores. No function is
+:mod:`attnlab.theory.precompile`; ``benchmarks/bench_cold_start.py``). Every node
+is computed as by one serial call, so results do not depend on the number of cores. No function is
 inlined by numba (``inline="always"``): LLVM inlines the small ones at less
 compilation cost.
 
