@@ -296,7 +296,10 @@ def _cmd_reproduce(args) -> dict:
     check_output("--out", RESULTS_DIR if args.out is None else args.out, folder=True)
     if args.dask is not None and args.dask != "local" and "://" not in args.dask:
         raise ValueError(f"--dask must be 'local' or a scheduler address such as tcp://host:8786, got {args.dask!r}")
+    if args.theory_only and args.no_theory:
+        raise ValueError("--theory-only and --no-theory exclude each other")
     run = dict(workers=workers, out=args.out, quick=args.quick, theory=not args.no_theory, plot=not args.no_plot,
+               simulations=not args.theory_only,
                progress=not (args.json or args.no_progress), overrides=overrides,
                command="attnlab " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
     if not args.dask:
@@ -333,6 +336,9 @@ def _add_reproduce(sub) -> None:
     p.add_argument("--ds", default=None, help="override the dimension(s) d, e.g. 100,200")
     p.add_argument("--omegas", default=None, help="override omega (phase diagram: the omega grid)")
     p.add_argument("--no-theory", action="store_true", help="skip the state-evolution tasks")
+    p.add_argument("--theory-only", action="store_true",
+                   help="run the state-evolution tasks only (the figure is drawn with the cached runs); to solve "
+                        "them again with the current solver, move NAME-theory.csv aside first")
     p.add_argument("--no-plot", action="store_true", help="do not draw NAME.png")
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="run on a Dask cluster: scheduler address (tcp://host:8786) or 'local' "

@@ -161,6 +161,29 @@ def test_reproduce_quick_end_to_end_and_resume(tmp_path):
         load_results("nope")
 
 
+def test_reproduce_theory_only_keeps_the_runs(tmp_path, capsys):
+    """--theory-only solves the state-evolution tasks and draws the figure with the runs
+    already cached, running none; without cached runs it draws nothing; it excludes --no-theory."""
+    kw = dict(out=tmp_path, quick=True, progress=False, overrides={"alpha": [1.0], "d": 12, "n_test": 500},
+              backend="threading", workers=2)
+    bare = reproduce("overlaps-vs-alpha", simulations=False, **kw)
+    assert bare["theory_completed"] == 2 and bare["figure_path"] is None and "runs_completed" not in bare
+    assert not (tmp_path / "overlaps-vs-alpha-quick.csv").exists()
+    reproduce("overlaps-vs-alpha", theory=False, **kw)
+    runs = (tmp_path / "overlaps-vs-alpha-quick.csv").read_bytes()
+    (tmp_path / "overlaps-vs-alpha-quick-theory.csv").unlink()  # solve the theory again
+    again = reproduce("overlaps-vs-alpha", simulations=False, **kw)
+    assert again["theory_completed"] == 2 and (tmp_path / "overlaps-vs-alpha-quick.png").stat().st_size > 1000
+    assert (tmp_path / "overlaps-vs-alpha-quick.csv").read_bytes() == runs
+    with pytest.raises(ValueError, match="both off"):
+        reproduce("overlaps-vs-alpha", simulations=False, theory=False, **kw)
+    capsys.readouterr()
+    assert cli.main(["reproduce", "overlaps-vs-alpha", "--quick", "--theory-only", "--no-theory",
+                     "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--theory-only and --no-theory exclude each other" in err
+
+
 def test_cli_list_and_errors(capsys):
     assert cli.main(["reproduce", "--list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)

@@ -301,7 +301,7 @@ def _select(cols: dict | None, keys: set) -> dict | None:
 
 def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, theory: bool = True,
               plot: bool = True, backend: str = "loky", progress: bool = True, overrides: dict | None = None,
-              command: str | None = None) -> dict:
+              command: str | None = None, simulations: bool = True) -> dict:
     """Run (or resume) a figure's sweeps, save tidy CSVs with provenance, draw the figure.
 
     Parameters
@@ -316,6 +316,10 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
         Small smoke-test version, written to ``NAME-quick.*``.
     theory, plot : bool
         Run the state-evolution tasks; draw ``NAME.png``.
+    simulations : bool
+        Run the simulation sweep (``False``: the state-evolution tasks only, e.g. to
+        solve the theory again with the current solver after moving ``NAME-theory.csv``
+        aside; the figure is drawn with the runs already in ``NAME.csv``).
     backend : str
         joblib backend: ``"loky"`` (local processes), ``"threading"``, ``"dask"``
         (an active ``distributed.Client``).
@@ -336,13 +340,16 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
     Raises
     ------
     ValueError
-        Bad figure name, grid or ``workers``.
+        Bad figure name, grid or ``workers``; ``theory`` and ``simulations`` both ``False``.
     attnlab.experiments.store.SweepError
         If runs failed (the rest are saved).
     """
     fig = get_figure(name)
     workers = check_int("workers", workers, 1)
-    specs = figure_specs(fig.name, quick=quick, overrides=overrides)
+    if not (theory or simulations):
+        raise ValueError("theory and simulations are both off: nothing to run")
+    specs = figure_specs(fig.name, quick=quick, overrides=overrides)  # the runs the figure shows
+    to_run = specs if simulations else []
     tspecs = theory_specs(fig.name, quick=quick, overrides=overrides) if theory else []
     out = Path(RESULTS_DIR if out is None else check_path("out", out))
     stem = _stem(fig, quick)
@@ -351,14 +358,14 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
     if tspecs:  # few long tasks: submit first
         sweeps.append(Sweep(tspecs, out / f"{stem}-theory.csv", run_theory_spec,
                             description=f"State evolution for: {fig.description}", notes=scale))
-    if specs:
-        sweeps.append(Sweep(specs, out / f"{stem}.csv", description=fig.description, notes=scale))
+    if to_run:
+        sweeps.append(Sweep(to_run, out / f"{stem}.csv", description=fig.description, notes=scale))
     if not sweeps:
         raise ValueError(f"figure {fig.name!r} is theory-only: leave out --no-theory")
     t0 = time.perf_counter()
     reports = run_sweeps(sweeps, workers=workers, backend=backend, progress=progress, command=command)
     result = dict(figure=fig.name, quick=quick, out=str(out))
-    if specs:
+    if to_run:
         rep = reports[-1]
         result.update(csv=rep.path, provenance=rep.provenance, runs_total=rep.total, runs_skipped=rep.skipped,
                       runs_completed=rep.completed)
@@ -368,13 +375,15 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
         result.update(theory_csv=trep.path, theory_total=trep.total, theory_skipped=trep.skipped,
                       theory_completed=trep.completed)
         theory_cols = _select(read_columns(trep.path, key="run_id"), {spec_key(s) for s in tspecs})
-    if plot:
+    runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs}) if specs else None
+    if plot and specs and runs is None:
+        result["figure_path"] = None  # theory only, and no runs to draw it with
+    elif plot:
         from .. import plots
 
         png = out / f"{stem}.png"
         draw = getattr(plots, fig.plot)
         if specs:
-            runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs})
             draw(runs, theory_cols, png, **fig.plot_options)
         else:
             draw(theory_cols, png, **fig.plot_options)
