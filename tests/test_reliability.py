@@ -75,6 +75,25 @@ def test_bracketing_skips_sign_changes_within_the_resolution():
     assert root == pytest.approx(0.680001, abs=1e-6)
 
 
+def test_bracketing_finds_a_root_above_where_the_branch_ends():
+    """A semantic branch that appears between two grid points (0.41 and 0.68) and crosses
+    soon after (the global minimiser at omega = 0: appears at 0.54, alpha_c = 0.615): the
+    root is found whether the grid point below the appearance is nan (the walk stops
+    there) or finite by accident (a trivial fixed point counted on the branch: Brent's
+    method then meets nan inside the bracket)."""
+    from attnlab.theory.thresholds import _bracketed_root
+
+    grid = [0.15, 0.25, 0.41, 0.68, 1.1, 1.8, 3.0]
+    line = lambda a: 1e-4 * (0.615 - a)
+    for accident in (False, True):
+        gap = lambda a: line(a) if a >= 0.54 or (accident and a == 0.41) else float("nan")
+        stop = lambda a: not np.isfinite(gap(a))
+        assert _bracketed_root(gap, grid, 1e-4, stop=stop) == pytest.approx(0.615, abs=1e-4), accident
+    # no crossing above the end: nan, not the end itself
+    above = lambda a: 1e-4 * (0.5 - a) if a >= 0.54 else float("nan")
+    assert np.isnan(_bracketed_root(above, grid, 1e-4, stop=lambda a: not np.isfinite(above(a))))
+
+
 def test_transition_reports_no_crossing_within_the_integration_error():
     """sigma 0.5, lambda 0.04, omega 0.2: both branches shrink towards Q = 0 at the bottom of
     the grid, where their training losses differ by ~1e-8 with a sign that depends on the rule;

@@ -319,6 +319,10 @@ def test_transition_without_positional_teacher():
     sem, pos = (se_curve(params, around, b, quad=quad, minimizer="global") for b in ("semantic", "positional"))
     gap = [s.eps_t - p.eps_t for s, p in zip(sem, pos)]
     assert gap[0] > 0 > gap[1] and all(s.theta > 0.2 and p.m > 0.1 for s, p in zip(sem, pos))
+    # the default rule: the semantic branch appears at 0.54, between two grid points, and the
+    # trivial fixed point below it may or may not count as on the branch (theta ~ 1e-6)
+    tr = find_transition(params, minimizer="global")
+    assert tr.alpha_c == pytest.approx(0.6147, abs=1e-3) and tr.alpha_l == pytest.approx(0.7465, abs=1e-3)
 
 
 def test_bad_input_is_rejected():

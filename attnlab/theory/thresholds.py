@@ -175,19 +175,48 @@ def _bracketed_root(fun, grid, xtol, stop=None, resolution=None):
     integration error of ``fun`` there, points where ``|fun|`` does not exceed it
     are skipped too: their sign is noise, so a sign change counts only between two
     resolved points (a root next to an unresolved point is bracketed by the
-    resolved points on either side of it)."""
+    resolved points on either side of it).
+
+    With ``stop``, where ``fun`` ends (``nan``) between two grid points, e.g. a
+    semantic branch that appears between them: where the walk stops, or where
+    ``fun`` is ``nan`` inside the bracket of a sign change (the lower grid point was
+    finite by accident, e.g. ``theta`` of the trivial fixed point just above
+    :data:`~attnlab.theory.solver.ON_BRANCH_MIN`), the root is searched between the
+    last resolved point and the lowest point above which ``fun`` is finite
+    (:func:`_root_above_end`)."""
     points = grid[::-1] if stop is not None else grid
+    resolved = lambda a, f: bool(np.isfinite(f) and (resolution is None or abs(f) > resolution(a)))
     prev = None
     for a in points:
         f = fun(a)
         if f == 0 and resolution is None:
             return a
-        if np.isfinite(f) and (resolution is None or abs(f) > resolution(a)):
+        if resolved(a, f):
             if prev is not None and prev[1] * f < 0:
-                return _brent(fun, *sorted((prev[0], a)), xtol)
+                root = _brent(fun, *sorted((prev[0], a)), xtol)
+                if np.isnan(root) and stop is not None:
+                    root = _root_above_end(fun, resolved, a, prev, xtol)
+                return root
             prev = (a, f)
         if stop is not None and stop(a):
-            break
+            return float("nan") if prev is None else _root_above_end(fun, resolved, a, prev, xtol)
+    return float("nan")
+
+
+def _root_above_end(fun, resolved, lo, top, xtol):
+    """Where ``fun`` ends between ``lo`` (below its end) and ``top = (alpha, fun(alpha))``
+    (finite): the lowest ``alpha`` above which it is finite, by bisection to ``xtol``
+    (assuming one end); the root between there and ``top`` if ``fun`` changes sign, else ``nan``."""
+    hi = top[0]
+    while hi - lo > xtol:
+        mid = 0.5 * (lo + hi)
+        if np.isfinite(fun(mid)):
+            hi = mid
+        else:
+            lo = mid
+    f = fun(hi)
+    if hi < top[0] and resolved(hi, f) and f * top[1] < 0:
+        return _brent(fun, hi, top[0], xtol)
     return float("nan")
 
 
