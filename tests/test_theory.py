@@ -404,6 +404,21 @@ def test_descend_reaches_a_local_minimum():
     assert np.all(H11 > 0) and np.all(H11 * H22 - H12 ** 2 > 0)
 
 
+def test_followed_moments_far_off_the_branch_print_no_numpy_warning():
+    """A trial step of the solver far from every fixed point (q = 1e250): the moments
+    are computed without a NumPy overflow warning (it reached `attnlab reproduce`'s
+    output from a worker), and the spread of the envelope is reported as inf."""
+    import warnings
+
+    from attnlab.theory.followed_rule import followed_expectations
+    from attnlab.theory.quadrature import QMCRule
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mom = followed_expectations(Overlaps(q=1e250, m=0.0, V=1.0, theta=0.0), P0, QMCRule.fast(), "semantic")
+    assert np.isfinite(mom.M) and mom.spread["M"] == np.inf
+
+
 def test_followed_branch_is_stable_under_an_independent_point_set(fixed_points):
     """error_estimate solves again with an independent, 4x larger scrambled Sobol set:
     the semantic observables move by less than 3e-3 relative."""

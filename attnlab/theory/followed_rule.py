@@ -115,8 +115,9 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
     sums = kernels.over_blocks(run, nodes.shape[1] // block, block)
     per = sums.reshape(rule.scrambles, per_scramble // block, len(MOMENTS)).sum(axis=1) / per_scramble
     means = dict(zip(MOMENTS, per.mean(axis=0)))
-    spread = {name: float(per[:, j].std(ddof=1) / np.sqrt(rule.scrambles)) if rule.scrambles > 1 else float("nan")
-              for j, name in enumerate(MOMENTS)}
+    with np.errstate(over="ignore"):  # far outside the branches (a solver's trial step) M can exceed 1e154
+        spread = {name: float(per[:, j].std(ddof=1) / np.sqrt(rule.scrambles)) if rule.scrambles > 1 else float("nan")
+                  for j, name in enumerate(MOMENTS)}
     odd = symmetry.odd if symmetry is not None else ()
     spread.update({name: 0.0 for name in odd})
     return ChannelMoments.from_sums(means, odd, nodes=int(nodes.shape[1]), spread=spread)
