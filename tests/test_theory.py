@@ -303,6 +303,26 @@ def test_transition_is_where_the_branches_cross():
         assert min(eps, key=eps.get) == lower, (a, eps)
 
 
+def test_cold_solve_reaches_the_global_semantic_branch_from_above():
+    """omega = 0.3, alpha = 0.8, global minimiser: the default starts all end on the trivial
+    theta = 0 point (it attracts the iteration there too); the cold solve follows the branch
+    down from 1.2 and returns the fixed point of the cached curve (se-vs-gd, solved along its
+    own alpha grid) to its tolerance; follow=False returns the off-branch point."""
+    from attnlab.experiments.figures import load_results
+    from attnlab.theory.branches import OffBranchWarning
+
+    r = solve_state_evolution(P0, 0.8, "semantic", minimizer="global")
+    assert r.converged and r.on_branch
+    table = load_results("se-vs-gd", table="theory")
+    row = [i for i in range(len(table["alpha"])) if table["kind"][i] == "se-curve" and table["minimizer"][i] == "global"
+           and table["branch"][i] == "semantic" and table["omega"][i] == 0.3 and table["alpha"][i] == 0.8]
+    assert len(row) == 1
+    assert r.theta == pytest.approx(table["theta"][row[0]], rel=1e-5) and r.theta == pytest.approx(0.237, abs=1e-3)
+    with pytest.warns(OffBranchWarning):
+        off = solve_state_evolution(P0, 0.8, "semantic", minimizer="global", follow=False)
+    assert not off.on_branch and off.theta < 1e-6
+
+
 def test_transition_without_positional_teacher():
     """omega = 0: the teacher has no positional part; the positional branch still
     exists (fitting the mean attention) and loses to the semantic one at alpha_c ~ 0.615.

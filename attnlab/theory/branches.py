@@ -20,7 +20,12 @@ One policy, used by :func:`solve_state_evolution`, by the curves and thresholds
   that raises :class:`~attnlab.theory.solver.StateEvolutionError` is skipped; if
   all do, the last error is raised;
 * warm starts come only from results that can be continued from
-  (:func:`continuable`: on the branch and not collapsed).
+  (:func:`continuable`: on the branch and not collapsed);
+* a cold :func:`solve_state_evolution` of the semantic branch whose default starts all
+  end off the branch (the trivial ``theta = 0`` point also attracts the iteration
+  where the branch exists, e.g. the global minimiser at ``alpha = 0.8``, omega 0.3)
+  follows the branch down from :data:`FROM_ABOVE` times ``alpha``, where it is the
+  attractor, in steps of about 5% (:func:`from_above`), as a curve does.
 """
 from __future__ import annotations
 
@@ -33,14 +38,18 @@ from .channel import in_domain
 from .equations import (ALPHA_LIMIT, Overlaps, Quadrature, check_quadrature,
                         check_se_params)
 from .followed_rule import followed_tolerance
-from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError, fixed_point
+from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError, fixed_point, leading_overlap
 
-__all__ = ["OffBranchWarning", "QUADRATURE_WARN", "SAME_RULE_SPAN", "initial_overlaps", "start_points", "continuable",
-           "solve_state_evolution", "solve_on_branch", "BranchFollower", "solve_side_by_side"]
+__all__ = ["OffBranchWarning", "QUADRATURE_WARN", "SAME_RULE_SPAN", "FROM_ABOVE", "initial_overlaps", "start_points",
+           "continuable", "solve_state_evolution", "solve_on_branch", "from_above", "BranchFollower",
+           "solve_side_by_side"]
 
 #: Relative quadrature error (of ``eps_g``, ``eps_t``, ``qnorm``) above which
 #: ``error_estimate=True`` warns.
 QUADRATURE_WARN = 0.01
+#: Where a cold solve of the semantic branch finds it only from above: the branch is
+#: followed down from ``FROM_ABOVE * alpha`` (:func:`from_above`).
+FROM_ABOVE = 1.5
 
 
 class OffBranchWarning(ConvergenceWarning):
@@ -100,13 +109,15 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
                           init: "Overlaps | SEResult | None" = None,
                           quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
                           error_estimate: bool = False, pin: bool = True,
-                          minimizer: str | None = None, warn: bool = True) -> SEResult:
+                          minimizer: str | None = None, warn: bool = True, follow: bool = True) -> SEResult:
     """Fixed point of the state evolution on a branch (paper Result 4.2; book Chapter 5).
 
     Without ``init`` the default starting points (:func:`start_points`) are tried
     in turn until one reaches a fixed point on the branch (or ``Q = 0`` where that
-    attracts the iteration: ``collapsed=True``); with ``init`` that point alone is
-    used (:func:`solve_on_branch` falls back to the default starts).
+    attracts the iteration: ``collapsed=True``); on the semantic branch, if none
+    does, the branch is followed down from ``FROM_ABOVE * alpha`` (:func:`from_above`).
+    With ``init`` that point alone is used (:func:`solve_on_branch` falls back to the
+    default starts).
 
     Parameters
     ----------
@@ -159,6 +170,10 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         Issue the warnings below (``False``: the result's ``converged`` and
         ``on_branch`` say it; no warning filter is touched, so solves in several
         threads stay independent).
+    follow : bool
+        Without ``init``, on the semantic branch (pinned): where no default start reaches
+        the branch, follow it down from above (:func:`from_above`; ``False``: return the
+        off-branch result, as a curve's own continuation does).
 
     Returns
     -------
@@ -215,6 +230,9 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         result = solve(init, True, jacobian)
     else:
         result = _first_on_branch([lambda s=s: solve(s, False) for s in start_points(branch, params)])
+        if follow and pin and branch == "semantic" and not (result.on_branch or result.collapsed):
+            above = from_above(params, alpha, branch, quad=quad, tol=tol, minimizer=minimizer)
+            result = result if above is None else above
     if warn and not result.converged:
         _warn_not_converged(result, tol)
     elif warn and not result.on_branch:
@@ -266,7 +284,8 @@ def solve_on_branch(params: ModelParams, alpha: float, branch: str, *, near: SER
         If every attempt raised it (the last one's message).
     """
     quad = check_quadrature(quad)
-    solve = lambda **kw: solve_state_evolution(params, alpha, branch, tol=tol, minimizer=minimizer, warn=False, **kw)
+    solve = lambda **kw: solve_state_evolution(params, alpha, branch, tol=tol, minimizer=minimizer, warn=False,
+                                               follow=False, **kw)
     warm = (lambda: solve(init=near, quad=quad)) if near is not None and continuable(near) else None
     attempts = [lambda: solve(quad=quad)]
     if fallback is not None and fallback != quad:
@@ -274,6 +293,39 @@ def solve_on_branch(params: ModelParams, alpha: float, branch: str, *, near: SER
     result = _first_on_branch(attempts, warm)
     if not result.converged and not quiet:
         _warn_not_converged(result, tol)
+    return result
+
+
+def from_above(params: ModelParams, alpha: float, branch: str = "semantic", *, quad: Quadrature | None = None,
+               tol: float = 1e-7, minimizer: str | None = None, steps: int = 10) -> SEResult | None:
+    """The fixed point at ``alpha`` reached by following ``branch`` down from
+    ``FROM_ABOVE * alpha`` in ``steps`` geometric steps (a :class:`BranchFollower`: each
+    warm-started from the one before), or ``None`` if the branch is not found at the top
+    or is left on the way (it ends above ``alpha``).
+
+    Parameters
+    ----------
+    params, alpha, branch, quad, tol, minimizer
+        As :func:`solve_state_evolution`.
+    steps : int
+        Points from the top to ``alpha`` (10: steps of 4.6% with :data:`FROM_ABOVE` = 1.5).
+
+    Returns
+    -------
+    SEResult or None
+        ``None`` also where one step loses 90% of the leading overlap (it fell onto the
+        trivial fixed point, whose ``theta`` may exceed :data:`~attnlab.theory.solver.ON_BRANCH_MIN`
+        by rounding).
+    """
+    import numpy as np
+
+    follow = BranchFollower(params, branch, check_quadrature(quad), tol, minimizer=minimizer, quiet=True)
+    lead = leading_overlap(branch)
+    result = None
+    for a in np.geomspace(FROM_ABOVE * alpha, alpha, steps):
+        previous, result = result, follow(float(a))
+        if not continuable(result) or (previous is not None and getattr(result, lead) < 0.1 * getattr(previous, lead)):
+            return None  # not found, or left: a 5% step that loses 90% of the overlap fell off the branch
     return result
 
 

@@ -43,9 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-__all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "EXACT_STEP", "sigmoid", "objective", "teacher", "newton", "newton_default",
-           "branch_label", "mean_loss", "followed_sums", "multistart_newton", "global_search", "global_search_at", "threads",
-           "over_nodes", "over_blocks"]
+__all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "EXACT_STEP", "sigmoid", "objective", "teacher",
+           "newton", "newton_default", "branch_label", "mean_loss", "followed_sums", "multistart_newton",
+           "global_search", "global_search_at", "threads", "over_nodes", "over_blocks"]
 
 #: Newton's default iteration budget (:func:`newton_default`).
 NEWTON_ITERATIONS = 40
