@@ -172,8 +172,13 @@ def test_reproduce_theory_only_keeps_the_runs(tmp_path, capsys):
     reproduce("overlaps-vs-alpha", theory=False, **kw)
     runs = (tmp_path / "overlaps-vs-alpha-quick.csv").read_bytes()
     (tmp_path / "overlaps-vs-alpha-quick-theory.csv").unlink()  # solve the theory again
+    png = tmp_path / "overlaps-vs-alpha-quick.png"
+    png.unlink()
     again = reproduce("overlaps-vs-alpha", simulations=False, **kw)
-    assert again["theory_completed"] == 2 and (tmp_path / "overlaps-vs-alpha-quick.png").stat().st_size > 1000
+    assert again["theory_completed"] == 2 and again["figure_path"] == str(png) and png.stat().st_size > 1000
+    # none of the requested runs cached (another alpha): the theory, and no figure
+    other = reproduce("overlaps-vs-alpha", simulations=False, **{**kw, "overrides": {**kw["overrides"], "alpha": [1.5]}})
+    assert other["theory_completed"] == 2 and other["figure_path"] is None
     assert (tmp_path / "overlaps-vs-alpha-quick.csv").read_bytes() == runs
     with pytest.raises(ValueError, match="both off"):
         reproduce("overlaps-vs-alpha", simulations=False, theory=False, **kw)

@@ -321,6 +321,11 @@ def test_cold_solve_reaches_the_global_semantic_branch_from_above():
     with pytest.warns(OffBranchWarning):
         off = solve_state_evolution(P0, 0.8, "semantic", minimizer="global", follow=False)
     assert not off.on_branch and off.theta < 1e-6
+    from attnlab.theory.branches import from_above
+
+    assert from_above(P0, 1e4) is None  # nothing above the largest alpha allowed
+    with pytest.raises(ValueError, match="steps"):
+        from_above(P0, 0.8, steps=1)
 
 
 def test_transition_without_positional_teacher():

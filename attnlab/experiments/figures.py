@@ -335,7 +335,9 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
     -------
     dict
         Paths and counts (``runs_total``, ``runs_skipped`` = resumed,
-        ``runs_completed``, the same for ``theory_*``), ``seconds``.
+        ``runs_completed``, the same for ``theory_*``), ``seconds``. With
+        ``simulations=False`` no ``csv``/``runs_*`` keys; ``figure_path`` is ``None``
+        where none of the figure's runs is cached.
 
     Raises
     ------
@@ -375,9 +377,12 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
         result.update(theory_csv=trep.path, theory_total=trep.total, theory_skipped=trep.skipped,
                       theory_completed=trep.completed)
         theory_cols = _select(read_columns(trep.path, key="run_id"), {spec_key(s) for s in tspecs})
-    runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs}) if specs else None
+    runs = None
+    if plot and specs:
+        runs = _select(read_columns(out / f"{stem}.csv", key="run_id"), {spec_key(s) for s in specs})
+        runs = runs if runs is not None and len(runs["run_id"]) else None
     if plot and specs and runs is None:
-        result["figure_path"] = None  # theory only, and no runs to draw it with
+        result["figure_path"] = None  # theory only, and none of the figure's runs to draw it with
     elif plot:
         from .. import plots
 

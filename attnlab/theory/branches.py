@@ -115,7 +115,8 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     Without ``init`` the default starting points (:func:`start_points`) are tried
     in turn until one reaches a fixed point on the branch (or ``Q = 0`` where that
     attracts the iteration: ``collapsed=True``); on the semantic branch, if none
-    does, the branch is followed down from ``FROM_ABOVE * alpha`` (:func:`from_above`).
+    does (and not every start left the domain), the branch is followed down from
+    ``FROM_ABOVE * alpha`` (:func:`from_above`; ``max_iter`` does not apply there).
     With ``init`` that point alone is used (:func:`solve_on_branch` falls back to the
     default starts).
 
@@ -299,16 +300,18 @@ def solve_on_branch(params: ModelParams, alpha: float, branch: str, *, near: SER
 def from_above(params: ModelParams, alpha: float, branch: str = "semantic", *, quad: Quadrature | None = None,
                tol: float = 1e-7, minimizer: str | None = None, steps: int = 10) -> SEResult | None:
     """The fixed point at ``alpha`` reached by following ``branch`` down from
-    ``FROM_ABOVE * alpha`` in ``steps`` geometric steps (a :class:`BranchFollower`: each
-    warm-started from the one before), or ``None`` if the branch is not found at the top
-    or is left on the way (it ends above ``alpha``).
+    ``FROM_ABOVE * alpha`` (at most ``ALPHA_LIMIT``) in ``steps`` geometric steps (a
+    :class:`BranchFollower`: each warm-started from the one before, with its own
+    iteration budget), or ``None`` if the branch is not found at the top or is left on
+    the way (it ends above ``alpha``).
 
     Parameters
     ----------
     params, alpha, branch, quad, tol, minimizer
         As :func:`solve_state_evolution`.
     steps : int
-        Points from the top to ``alpha`` (10: steps of 4.6% with :data:`FROM_ABOVE` = 1.5).
+        Points from the top to ``alpha``, at least 2 (10: steps of 4.6% with
+        :data:`FROM_ABOVE` = 1.5).
 
     Returns
     -------
@@ -316,13 +319,22 @@ def from_above(params: ModelParams, alpha: float, branch: str = "semantic", *, q
         ``None`` also where one step loses 90% of the leading overlap (it fell onto the
         trivial fixed point, whose ``theta`` may exceed :data:`~attnlab.theory.solver.ON_BRANCH_MIN`
         by rounding).
+
+    Raises
+    ------
+    ValueError
+        If ``steps < 2``.
     """
     import numpy as np
 
+    steps = check_int("steps", steps, 2)
+    top = min(FROM_ABOVE * alpha, ALPHA_LIMIT)
+    if top <= alpha:
+        return None
     follow = BranchFollower(params, branch, check_quadrature(quad), tol, minimizer=minimizer, quiet=True)
     lead = leading_overlap(branch)
     result = None
-    for a in np.geomspace(FROM_ABOVE * alpha, alpha, steps):
+    for a in np.geomspace(top, alpha, steps):
         previous, result = result, follow(float(a))
         if not continuable(result) or (previous is not None and getattr(result, lead) < 0.1 * getattr(previous, lead)):
             return None  # not found, or left: a 5% step that loses 90% of the overlap fell off the branch

@@ -138,7 +138,7 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
     """Local minimiser of the proximal problem reached by descent from ``start``.
 
     Damped, Levenberg-shifted Newton (:func:`attnlab.theory.kernels.newton`; it never
-    increases the objective ``|h - w|^2 / (2V) + l(h, T)``) from ``start`` for every
+    increases the objective ``|h - w|^2 / (2V) + l(h, T)`` beyond its rounding) from ``start`` for every
     node: a local minimum, not necessarily the global one (:func:`proximal`). It is the
     minimum in whose basin ``start`` lies when the Newton steps stay in that basin; from a
     start far from every minimum (large ``V``) a long step can cross ``h1 = h2`` into the
