@@ -709,6 +709,43 @@ def test_compile_helper_does_not_outlive_its_process(tmp_path):
         os.kill(pid, 0)
 
 
+def test_split_rule_kernels_are_compiled_again_after_kernels_py_changes(tmp_path):
+    """numba checks a cached kernel against its own source file only. The split rule's kernels
+    inline newton and teacher of kernels.py: after an edit of kernels.py (an editable install
+    after ``git pull``) they are compiled again, not loaded from the cache with the old code;
+    and the compile helper does not count their stale cache as filled."""
+    import shutil
+    from pathlib import Path
+
+    import attnlab
+    src = tmp_path / "src"
+    shutil.copytree(Path(attnlab.__file__).parent, src / "attnlab", ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import json; from numba.core import event\n"
+            "names = []\n"
+            "class L(event.Listener):\n"
+            "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
+            "    def on_end(self, ev): pass\n"
+            "event.register('numba:compile', L())\n"
+            "from attnlab.theory import precompile, split_rule\n"
+            "fresh = precompile._in_cache(split_rule._field_point)\n"
+            "split_rule._field_point(0.1, 0.6, 0.8, 0.2, 0.3, -0.4, 0.9, 0.1, 0.5, 0.7, 0.3, 0.5, 0.5)\n"
+            "print(json.dumps([split_rule.__file__, fresh, names]))")
+    env = dict(os.environ, PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                             check=True, cwd=tmp_path)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    where, fresh, compiled = run()
+    assert where.startswith(str(src)) and not fresh and "_field_point" in compiled
+    assert run()[1:] == [True, []]  # loaded from the cache
+    kernels_py = src / "attnlab" / "theory" / "kernels.py"
+    kernels_py.write_text(kernels_py.read_text() + "\n# edited\n")
+    _, fresh, compiled = run()
+    assert not fresh and "_field_point" in compiled and "teacher" in compiled
+
+
 def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
     """A fresh process with an empty numba cache: on two or more cores the helper compiles the
     sums along the lines (the solve loads them from the cache, it does not compile them), on one

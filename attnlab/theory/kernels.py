@@ -45,7 +45,7 @@ import numpy as np
 
 __all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "EXACT_STEP", "sigmoid", "objective", "teacher",
            "newton", "newton_default", "branch_label", "mean_loss", "followed_sums", "multistart_newton",
-           "global_search", "global_search_at", "threads", "over_nodes", "over_blocks"]
+           "global_search", "global_search_at", "key_cache_on_kernels", "threads", "over_nodes", "over_blocks"]
 
 #: Newton's default iteration budget (:func:`newton_default`).
 NEWTON_ITERATIONS = 40
@@ -61,11 +61,10 @@ EXACT_STEP = 1e-6
 
 @numba.njit(cache=True, nogil=True)
 def sigmoid(x):
-    """The logistic function ``1 / (1 + exp(-x))``, without overflow."""
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+    """The logistic function ``1 / (1 + exp(-x))``. Below ``x = -709`` ``exp(-x)`` is
+    ``inf`` (compiled code raises no overflow error) and the result its limit 0; the
+    branch-free form is about 5% faster in :func:`followed_sums` than one that avoids it."""
+    return 1.0 / (1.0 + math.exp(-x))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -74,7 +73,7 @@ def objective(h1, h2, w1, w2, T11, T22, V, s2):
     two attention weights ``sig(a), sig(b)``; at ``h = w`` with ``V = 1`` its value is the loss."""
     delta = h1 - h2
     sa, sb = sigmoid(h1 * delta), sigmoid(-h2 * delta)
-    return ((h1 - w1) ** 2 + (h2 - w2) ** 2) / (2.0 * V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
+    return ((h1 - w1) ** 2 + (h2 - w2) ** 2) * (0.5 / V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
 
 
 @numba.njit(cache=True, nogil=True)
@@ -115,7 +114,7 @@ def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
         ``n.H.n / 2``, at most about 1e-13 relative).
     """
     F, sa, sb = objective(h1, h2, w1, w2, T11, T22, V, s2)
-    c = 2.0 * s2
+    c, iV = 2.0 * s2, 1.0 / V
     for _ in range(iterations):
         da, db = sa * (1.0 - sa), sb * (1.0 - sb)
         ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
@@ -124,17 +123,21 @@ def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
         # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
         # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
         a1, a2, b1, b2 = 2.0 * h1 - h2, -h1, -h2, 2.0 * h2 - h1
-        g1 = (h1 - w1) / V + ga * a1 + gb * b1
-        g2 = (h2 - w2) / V + ga * a2 + gb * b2
-        H11 = 1.0 / V + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
-        H22 = 1.0 / V + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
+        g1 = (h1 - w1) * iV + ga * a1 + gb * b1
+        g2 = (h2 - w2) * iV + ga * a2 + gb * b2
+        H11 = iV + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
+        H22 = iV + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
         H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
         scale = abs(H11) + abs(H22) + 1e-300
-        lam_min = 0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12)
-        mu = 0.0 if lam_min > 1e-8 * scale else 0.1 * scale - lam_min
-        H11, H22 = H11 + mu, H22 + mu
-        det = H11 * H22 - H12 * H12
-        n1, n2 = -(H22 * g1 - H12 * g2) / det, -(H11 * g2 - H12 * g1) / det
+        # positive definite with both eigenvalues above 1e-8 scale: H - floor I has a positive
+        # diagonal and determinant (no square root at most iterations, about 17% of the kernel)
+        floor = 1e-8 * scale
+        mu = 0.0
+        if not (H11 > floor and H22 > floor and (H11 - floor) * (H22 - floor) > H12 * H12):
+            mu = 0.1 * scale - (0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12))
+            H11, H22 = H11 + mu, H22 + mu
+        inv_det = 1.0 / (H11 * H22 - H12 * H12)
+        n1, n2 = -(H22 * g1 - H12 * g2) * inv_det, -(H11 * g2 - H12 * g1) * inv_det
         size = (abs(n1) + abs(n2)) / (1.0 + abs(h1) + abs(h2))
         if mu == 0.0 and size <= tol:  # converged: the last step, F changes by n.H.n / 2 (below its rounding)
             return h1 + n1, h2 + n2, F
@@ -311,6 +314,25 @@ def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, iterations, best, at):
             if f < F:
                 h1, h2, F = a, b, f
     return h1, h2, F
+
+
+def key_cache_on_kernels(dispatcher) -> None:
+    """Key ``dispatcher``'s numba cache on this file as well as on its own.
+
+    numba checks a cached kernel against the ``(mtime, size)`` of its own source file
+    only. A kernel of another module that calls (and LLVM inlines) the functions here,
+    e.g. those of :mod:`attnlab.theory.split_rule`, would after a change of this file
+    (an editable install after ``git pull``) still be loaded from the cache with the
+    old code. With this, a change of either file recompiles it. A dispatcher without a
+    cache (``cache=False``, or a numba whose cache lacks these attributes) is left as it is.
+    """
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(cache, "_cache_file", None)
+    locator = getattr(getattr(cache, "_impl", None), "locator", None)
+    if cache_file is None or locator is None or not hasattr(cache_file, "_source_stamp"):
+        return
+    here = os.stat(__file__)
+    cache_file._source_stamp = (locator.get_source_stamp(), (here.st_mtime, here.st_size))
 
 
 # ----------------------------------------------------------------------------- all cores

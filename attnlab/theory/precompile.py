@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -61,10 +62,16 @@ if hasattr(os, "register_at_fork"):
 
 
 def _in_cache(dispatcher) -> bool:
-    """Whether numba's cache holds an index for ``dispatcher`` (written by an earlier process)."""
-    cache = getattr(dispatcher, "_cache", None)
-    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-    return index is None or os.path.exists(index)  # no index path: caching is off, nothing to share
+    """Whether numba's cache holds an index for ``dispatcher`` written by an earlier process
+    for the present source files (not a stale one, which numba ignores:
+    :func:`~attnlab.theory.kernels.key_cache_on_kernels`)."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if not hasattr(cache_file, "_load_index"):
+        return True  # caching is off: nothing to share
+    try:
+        return bool(cache_file._load_index())  # {} if missing, of another numba or of older sources
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # unreadable: numba compiles again
+        return False
 
 
 def wanted(kernels) -> bool:

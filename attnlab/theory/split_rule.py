@@ -34,7 +34,7 @@ from scipy.special import logit
 
 from . import precompile
 from .channel import ChannelMoments, field_scales, proximal, teacher_diagonal
-from .kernels import branch_label, mean_loss, newton_default, over_nodes, teacher
+from .kernels import branch_label, key_cache_on_kernels, mean_loss, newton_default, over_nodes, teacher
 from .quadrature import SplitRule, eta_rule, gauss_hermite, gauss_legendre, symmetry_of
 
 __all__ = ["SplitRule", "split_expectations", "late_kernels", "start_compile_helper"]
@@ -333,6 +333,9 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMom
     return ChannelMoments.from_sums(sums, lines.symmetry.odd, nodes=int(count.sum()),
                                     jumps=int(np.isfinite(jumps).sum()))
 
+
+for _kernel in (_field_point, _fields, _continue, _bisect, _bisect_at, _integrate, _line_sums):
+    key_cache_on_kernels(_kernel)  # they inline newton and teacher of kernels.py
 
 _F, _A1, _A2 = types.float64, types.Array(types.float64, 1, "C"), types.Array(types.float64, 2, "C")
 _R1 = types.Array(types.float64, 1, "C", readonly=True)  # the cached Gauss-Legendre and tensor rules
