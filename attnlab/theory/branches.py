@@ -32,6 +32,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
+import numpy as np
+
 from ..params import (BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS, ModelParams, check_choice, check_in_range, check_int,
                       check_tolerance)
 from .channel import in_domain
@@ -325,8 +327,6 @@ def from_above(params: ModelParams, alpha: float, branch: str = "semantic", *, q
     ValueError
         If ``steps < 2``.
     """
-    import numpy as np
-
     steps = check_int("steps", steps, 2)
     top = min(FROM_ABOVE * alpha, ALPHA_LIMIT)
     if top <= alpha:
