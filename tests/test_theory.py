@@ -746,6 +746,24 @@ def test_split_rule_kernels_are_compiled_again_after_kernels_py_changes(tmp_path
     assert not fresh and "_field_point" in compiled and "teacher" in compiled
 
 
+def test_cache_keying_is_best_effort():
+    """The keying and the helper's cache check rely on numba's private cache attributes:
+    where those are missing or fail (another numba, a zip install) they do nothing and
+    raise nothing (the helper then counts the kernel as not cached)."""
+    from types import SimpleNamespace
+
+    from attnlab.theory import kernels, precompile
+
+    def broken():
+        raise TypeError("another numba")
+
+    kernels.key_cache_on_kernels(object())  # no cache at all
+    kernels.key_cache_on_kernels(SimpleNamespace(_cache=SimpleNamespace(_cache_file=object(), _impl=object())))
+    assert precompile._in_cache(object())  # caching off: nothing to share
+    assert not precompile._in_cache(SimpleNamespace(_cache=SimpleNamespace(_cache_file=SimpleNamespace(
+        _load_index=broken))))
+
+
 def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
     """A fresh process with an empty numba cache: on two or more cores the helper compiles the
     sums along the lines (the solve loads them from the cache, it does not compile them), on one

@@ -61,9 +61,12 @@ EXACT_STEP = 1e-6
 
 @numba.njit(cache=True, nogil=True)
 def sigmoid(x):
-    """The logistic function ``1 / (1 + exp(-x))``. Below ``x = -709`` ``exp(-x)`` is
-    ``inf`` (compiled code raises no overflow error) and the result its limit 0; the
-    branch-free form is about 5% faster in :func:`followed_sums` than one that avoids it."""
+    """The logistic function ``1 / (1 + exp(-x))``, without a branch on the sign of ``x``
+    (about 5% of :func:`followed_sums`: half the calls took each side). Below
+    ``x = -log(DBL_MAX) = -709.78`` ``exp(-x)`` overflows (to ``inf`` in compiled code, an
+    ``OverflowError`` in Python with ``NUMBA_DISABLE_JIT``): the result is its limit 0 there."""
+    if x < -709.782712893384:  # (rarely taken: predicted)
+        return 0.0
     return 1.0 / (1.0 + math.exp(-x))
 
 
@@ -319,20 +322,23 @@ def global_search_at(gx, gy, w1, w2, T11, T22, V, s2, iterations, best, at):
 def key_cache_on_kernels(dispatcher) -> None:
     """Key ``dispatcher``'s numba cache on this file as well as on its own.
 
-    numba checks a cached kernel against the ``(mtime, size)`` of its own source file
-    only. A kernel of another module that calls (and LLVM inlines) the functions here,
-    e.g. those of :mod:`attnlab.theory.split_rule`, would after a change of this file
-    (an editable install after ``git pull``) still be loaded from the cache with the
-    old code. With this, a change of either file recompiles it. A dispatcher without a
-    cache (``cache=False``, or a numba whose cache lacks these attributes) is left as it is.
+    numba checks a cached kernel against its own source file only (a hash of its content;
+    ``(mtime, size)`` in older numba). A kernel of another module that calls (and LLVM
+    inlines) the functions here, e.g. those of :mod:`attnlab.theory.split_rule`, would after
+    a change of this file (an editable install after ``git pull``) still be loaded from the
+    cache with the old code. With this, a change of either file recompiles it. Best effort:
+    a dispatcher without a cache (``cache=False``), a numba whose cache lacks these private
+    attributes, or a source that cannot be stamped (e.g. a zip) is left as it is, and
+    nothing is raised.
     """
-    cache = getattr(dispatcher, "_cache", None)
-    cache_file = getattr(cache, "_cache_file", None)
-    locator = getattr(getattr(cache, "_impl", None), "locator", None)
-    if cache_file is None or locator is None or not hasattr(cache_file, "_source_stamp"):
+    try:
+        cache_file = dispatcher._cache._cache_file
+        own = dispatcher._cache._impl.locator.get_source_stamp()
+        here = newton._cache._impl.locator.get_source_stamp()  # numba's own stamp of this file
+        if hasattr(cache_file, "_source_stamp"):
+            cache_file._source_stamp = (own, here)
+    except Exception:  # noqa: BLE001 (an optional refinement of numba's private cache)
         return
-    here = os.stat(__file__)
-    cache_file._source_stamp = (locator.get_source_stamp(), (here.st_mtime, here.st_size))
 
 
 # ----------------------------------------------------------------------------- all cores

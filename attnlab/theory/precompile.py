@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import subprocess
 import sys
 import threading
@@ -70,7 +69,7 @@ def _in_cache(dispatcher) -> bool:
         return True  # caching is off: nothing to share
     try:
         return bool(cache_file._load_index())  # {} if missing, of another numba or of older sources
-    except (OSError, EOFError, pickle.UnpicklingError, ValueError):  # unreadable: numba compiles again
+    except Exception:  # noqa: BLE001 (unreadable, or numba's private index changed): numba compiles again
         return False
 
 

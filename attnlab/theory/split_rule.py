@@ -30,6 +30,7 @@ import math
 import numba
 import numpy as np
 from numba import types
+from numba.core.dispatcher import Dispatcher
 from scipy.special import logit
 
 from . import precompile
@@ -334,8 +335,8 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMom
                                     jumps=int(np.isfinite(jumps).sum()))
 
 
-for _kernel in (_field_point, _fields, _continue, _bisect, _bisect_at, _integrate, _line_sums):
-    key_cache_on_kernels(_kernel)  # they inline newton and teacher of kernels.py
+for _kernel in [f for f in list(globals().values()) if isinstance(f, Dispatcher) and f.py_func.__module__ == __name__]:
+    key_cache_on_kernels(_kernel)  # the compiled functions here inline newton and teacher of kernels.py
 
 _F, _A1, _A2 = types.float64, types.Array(types.float64, 1, "C"), types.Array(types.float64, 2, "C")
 _R1 = types.Array(types.float64, 1, "C", readonly=True)  # the cached Gauss-Legendre and tensor rules
