@@ -567,6 +567,43 @@ def test_followed_moments_kernel_equals_the_numpy_composition(branch, monkeypatc
     assert runs[0] == runs[1] == runs[2] and runs[0].spread == runs[1].spread == runs[2].spread
 
 
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_followed_sums_lanes_equal_one_newton_descent_per_node(branch):
+    """followed_sums descends LANES nodes side by side (a vectorised direction, a lane that
+    would shorten its step finishing by newton itself): every block sum equals, bit for bit,
+    the sum in node order of one scalar newton descent per node, including where the
+    iteration budget ends descents (iterations 0, 1, 3) and where the ladder of shorter steps
+    and the shift are taken (V up to 30, positional starts far from the minima)."""
+    import math
+
+    import attnlab.theory.kernels as K
+    from attnlab.params import POSITIONAL_INIT_SCALE as c0
+    rng = np.random.default_rng(21 if branch == "semantic" else 22)
+    nodes = rng.standard_normal((6, 3 * 512))
+    nodes.setflags(write=False)  # as the solver's point sets: no second signature of the kernel
+    semantic = branch == "semantic"
+    for iterations in (0, 1, 3, K.DESCENT_ITERATIONS, K.DESCENT_ITERATIONS, K.DESCENT_ITERATIONS):
+        sigma, omega, A11, A22 = rng.uniform(0.3, 1.5), rng.uniform(0, 1), *rng.uniform(0, 1, 2)
+        sq, m, kappa, c = rng.uniform(0.1, 2), 0.5 * rng.normal(), rng.normal(), rng.uniform(0, 1.5)
+        V, r = 10 ** rng.uniform(-1.5, 1.5), rng.uniform(-1, 1)
+        sums = K.followed_sums(nodes, 0, nodes.shape[1], 512, sq, m, kappa, c, omega, A11, A22, V, sigma, semantic,
+                               r, c0, np.int64(iterations))
+        sr, s2 = math.sqrt(1 - r * r), sigma * sigma
+        expected = np.zeros_like(sums)
+        for i in range(nodes.shape[1]):
+            x1, x2, e1, e2, n1, n2 = nodes[:, i]
+            w1, w2 = sq * x1 + m, sq * x2 - m
+            hs1, hs2 = kappa * x1 + c * e1, kappa * x2 + c * e2
+            T11, T22 = K.teacher(hs1, hs2, omega, A11, A22)
+            start = (hs1, hs2) if semantic else (c0 * (1.0 + sigma * (r * x1 + sr * n1)),
+                                                 c0 * (-1.0 + sigma * (r * x2 + sr * n2)))
+            h1, h2, F = K.newton(*start, w1, w2, T11, T22, V, s2, np.int64(iterations), K.NEWTON_TOL)
+            f1, f2 = (h1 - w1) / V, (h2 - w2) / V
+            row = expected[i // 512]
+            row += np.array([f1 - f2, f1 * f1 + f2 * f2, f1 * x1 + f2 * x2, f1 * e1 + f2 * e2, F])
+        assert np.array_equal(sums, expected), (iterations, np.abs(sums - expected).max())
+
+
 def test_qmc_points_from_the_disk_cache_are_the_generated_points(tmp_path, monkeypatch):
     """gaussian_points keeps its point sets in $ATTNLAB_CACHE_DIR: a later call reads the same
     bits that scipy's Sobol generator gives; with ATTNLAB_CACHE_DIR="" there is no disk cache,

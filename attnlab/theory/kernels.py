@@ -5,6 +5,7 @@ Per point (scalars in, scalars out; called from the compiled loops here and in
 
 * :func:`sigmoid`, :func:`teacher` (the diagonal of ``T(h*)``), :func:`objective`
   (the proximal objective ``F(h) = |h - w|^2 / (2V) + l(h, T)``),
+  :func:`direction` (one Newton direction of ``F``),
   :func:`newton` (damped, Levenberg-shifted Newton on ``F``: never increases it;
   :func:`newton_default` with the default budget),
   :func:`branch_label` (which mirror minimum a point is near).
@@ -12,6 +13,8 @@ Per point (scalars in, scalars out; called from the compiled loops here and in
 Loops over quadrature nodes (arrays of shape (N,) in):
 
 * :func:`mean_loss` (the weighted loss at ``h = w``: ``eps_g``),
+  :func:`followed_sums` (the followed minimiser's integrands: :func:`newton` from each
+  node's start, :data:`LANES` descents side by side),
   :func:`multistart_newton` (the lowest local minimum from several starts per node),
   :func:`global_search` (the global minimiser: a polar grid, then Newton).
 
@@ -20,12 +23,13 @@ a loop over nodes on all cores: the nodes are cut into chunks that a pool of
 threads takes in turn, so a core lost to another process slows the loop by its
 share only (numba's parallel loops wait for their slowest thread), and no
 parallel loop has to be compiled (in a fresh process with an empty numba cache
-the followed minimiser's kernels compile in about 1.5 s, the split rule's in 4 s
-more, the longest of them in a helper process on the other core,
+the followed minimiser's kernels compile in about 2.5 s, 4.5 s on a slower machine, the
+split rule's in 4 s more, the longest of them in a helper process on the other core,
 :mod:`attnlab.theory.precompile`; ``benchmarks/bench_cold_start.py``). Every node
-is computed as by one serial call, so results do not depend on the number of cores. No function is
-inlined by numba (``inline="always"``): LLVM inlines the small ones at less
-compilation cost.
+is computed as by one serial call, so results do not depend on the number of cores. Only
+:func:`direction` is inlined by numba (``inline="always"``), and only into
+:func:`lane_directions`, so that LLVM vectorises that loop; LLVM inlines the other small
+functions at less compilation cost.
 
 Notation: ``h`` the student preactivations, ``w`` the student field, ``T11, T22``
 the diagonal of the teacher attention, ``V`` the proximal scale, ``s2 = sigma^2``;
@@ -43,8 +47,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-__all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "EXACT_STEP", "sigmoid", "objective", "teacher",
-           "newton", "newton_default", "branch_label", "mean_loss", "followed_sums", "multistart_newton",
+__all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "EXACT_STEP", "LANES", "sigmoid", "objective",
+           "teacher", "direction", "newton", "newton_default", "branch_label", "mean_loss", "lane_directions",
+           "followed_sums", "multistart_newton",
            "global_search", "global_search_at", "key_cache_on_kernels", "threads", "over_nodes", "over_blocks"]
 
 #: Newton's default iteration budget (:func:`newton_default`).
@@ -90,6 +95,46 @@ def teacher(hs1, hs2, omega, A11, A22):
 _LADDER = (0.5, 0.25, 0.1, 0.03)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def direction(h1, h2, w1, w2, T11, T22, sa, sb, iV, c):
+    """The (shifted) Newton direction of the proximal objective at ``h`` (one iteration of
+    :func:`newton`), from the attention weights ``sa, sb`` there, ``iV = 1 / V``, ``c = 2 sigma^2``.
+
+    Where the Hessian ``H`` is positive definite with both eigenvalues above ``1e-8 scale``
+    (``scale = |H11| + |H22|``) the direction is ``-H^-1 g`` and ``mu = 0``; otherwise ``H`` is
+    shifted by ``mu I``, ``mu = 0.1 scale - lambda_min(H)`` (the square root only there).
+    ``error_model="numpy"``: no test for a division by zero (which the shift excludes), a
+    test that may raise would keep :func:`lane_directions`, where numba inlines this
+    function, from being vectorised by LLVM.
+
+    Returns
+    -------
+    n1, n2, mu, g1, g2, scale : float
+        The direction, the shift, the gradient and ``scale`` (with ``1e-300`` added).
+    """
+    da, db = sa * (1.0 - sa), sb * (1.0 - sb)
+    ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
+    gaa = c * (da * da + (sa - T11) * da * (1.0 - 2.0 * sa))
+    gbb = c * (db * db + (sb - T22) * db * (1.0 - 2.0 * sb))
+    # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
+    # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
+    a1, a2, b1, b2 = 2.0 * h1 - h2, -h1, -h2, 2.0 * h2 - h1
+    g1 = (h1 - w1) * iV + ga * a1 + gb * b1
+    g2 = (h2 - w2) * iV + ga * a2 + gb * b2
+    H11 = iV + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
+    H22 = iV + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
+    H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
+    scale = abs(H11) + abs(H22) + 1e-300
+    # positive definite with both eigenvalues above 1e-8 scale: H - floor I has a positive
+    # diagonal and determinant (no square root where it is, about 17% of the scalar kernel)
+    floor = 1e-8 * scale
+    definite = (H11 > floor) & (H22 > floor) & ((H11 - floor) * (H22 - floor) > H12 * H12)
+    mu = 0.0 if definite else 0.1 * scale - (0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12))
+    H11, H22 = H11 + mu, H22 + mu  # (unchanged where definite: H11, H22 > 0 there)
+    inv_det = 1.0 / (H11 * H22 - H12 * H12)
+    return -(H22 * g1 - H12 * g2) * inv_det, -(H11 * g2 - H12 * g1) * inv_det, mu, g1, g2, scale
+
+
 @numba.njit(cache=True, nogil=True)
 def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
     """Damped, Levenberg-shifted Newton on the proximal objective from ``(h1, h2)``.
@@ -119,28 +164,7 @@ def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
     F, sa, sb = objective(h1, h2, w1, w2, T11, T22, V, s2)
     c, iV = 2.0 * s2, 1.0 / V
     for _ in range(iterations):
-        da, db = sa * (1.0 - sa), sb * (1.0 - sb)
-        ga, gb = c * (sa - T11) * da, c * (sb - T22) * db  # d l / d a, d l / d b
-        gaa = c * (da * da + (sa - T11) * da * (1.0 - 2.0 * sa))
-        gbb = c * (db * db + (sb - T22) * db * (1.0 - 2.0 * sb))
-        # a = h1^2 - h1 h2: grad (2h1 - h2, -h1), Hess [[2, -1], [-1, 0]]
-        # b = h2^2 - h1 h2: grad (-h2, 2h2 - h1), Hess [[0, -1], [-1, 2]]
-        a1, a2, b1, b2 = 2.0 * h1 - h2, -h1, -h2, 2.0 * h2 - h1
-        g1 = (h1 - w1) * iV + ga * a1 + gb * b1
-        g2 = (h2 - w2) * iV + ga * a2 + gb * b2
-        H11 = iV + gaa * a1 * a1 + gbb * b1 * b1 + 2.0 * ga
-        H22 = iV + gaa * a2 * a2 + gbb * b2 * b2 + 2.0 * gb
-        H12 = gaa * a1 * a2 + gbb * b1 * b2 - ga - gb
-        scale = abs(H11) + abs(H22) + 1e-300
-        # positive definite with both eigenvalues above 1e-8 scale: H - floor I has a positive
-        # diagonal and determinant (no square root at most iterations, about 17% of the kernel)
-        floor = 1e-8 * scale
-        mu = 0.0
-        if not (H11 > floor and H22 > floor and (H11 - floor) * (H22 - floor) > H12 * H12):
-            mu = 0.1 * scale - (0.5 * (H11 + H22) - math.sqrt(0.25 * (H11 - H22) ** 2 + H12 * H12))
-            H11, H22 = H11 + mu, H22 + mu
-        inv_det = 1.0 / (H11 * H22 - H12 * H12)
-        n1, n2 = -(H22 * g1 - H12 * g2) * inv_det, -(H11 * g2 - H12 * g1) * inv_det
+        n1, n2, mu, g1, g2, scale = direction(h1, h2, w1, w2, T11, T22, sa, sb, iV, c)
         size = (abs(n1) + abs(n2)) / (1.0 + abs(h1) + abs(h2))
         if mu == 0.0 and size <= tol:  # converged: the last step, F changes by n.H.n / 2 (below its rounding)
             return h1 + n1, h2 + n2, F
@@ -228,7 +252,26 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
     return h1, h2, F
 
 
-@numba.njit(cache=True, nogil=True)
+# direction inlined by numba where it is called in a loop that LLVM is to vectorise (a call
+# would keep the loop scalar); newton calls the compiled one (inlining it there, at every
+# kernel that calls newton, made the followed kernels compile 1 s longer). Never compiled
+# on its own, so without a cache of its own (it would share direction's).
+_direction_inline = numba.njit(nogil=True, error_model="numpy", inline="always")(direction.py_func)
+
+#: Points that :func:`followed_sums` descends side by side (its lanes).
+LANES = 16
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def lane_directions(h1, h2, w1, w2, T11, T22, sa, sb, iV, c, n1, n2, mu):
+    """:func:`direction` for every lane (arrays of shape (LANES,)): ``n1, n2, mu`` filled in.
+    LLVM vectorises this loop (the shift's condition becomes a select): the part of
+    :func:`followed_sums` that runs four lanes per instruction."""
+    for j in range(h1.size):
+        n1[j], n2[j], mu[j], _, _, _ = _direction_inline(h1[j], h2[j], w1[j], w2[j], T11[j], T22[j], sa[j], sb[j], iV, c)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sigma, semantic, r, c0, iterations):
     """Per-block sums of the followed minimiser's integrands over nodes ``lo..hi``.
 
@@ -243,7 +286,17 @@ def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sig
     :func:`attnlab.theory.channel.descend` and
     :func:`attnlab.theory.channel.moments_from_samples` composed, without their
     arrays. ``lo`` and ``hi`` are multiples of ``block``; each block is summed in
-    order, so a sum does not depend on how the blocks are shared among threads.
+    node order, so a sum does not depend on how the blocks are shared among threads.
+
+    The descents run in :data:`LANES` lanes side by side: each iteration computes the
+    Newton directions of all lanes in one vectorised loop (:func:`lane_directions`),
+    then for each lane the objective at the full step and the step's acceptance as
+    :func:`newton` does; a lane whose full step :func:`newton` would not take finishes
+    its descent by a call of :func:`newton` from there (the ladder of shorter steps);
+    a lane whose descent ends takes the block's next node. Every descent is therefore
+    :func:`newton`'s, bit for bit, in about 0.7 of the time (the scalar iteration is a
+    chain of dependent operations; ``benchmarks/theory_speed.md``). ``error_model="numpy"``
+    (no test for a division by zero: ``V > 0``; compiles faster).
 
     Returns
     -------
@@ -251,25 +304,75 @@ def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sig
     """
     s2 = sigma * sigma
     sr = math.sqrt(max(0.0, 1.0 - r * r))
+    cc, iV = 2.0 * s2, 1.0 / V
     out = np.zeros(((hi - lo) // block, 5))
+    rows = np.empty((block, 5))
+    # the lanes: the node each descends (-1: none), its point, field, teacher, F and attention
+    # weights there, its iterations so far, and the direction of the current iteration
+    node, it = np.empty(LANES, np.int64), np.zeros(LANES, np.int64)
+    h1, h2, w1, w2 = np.zeros(LANES), np.zeros(LANES), np.zeros(LANES), np.zeros(LANES)
+    T11, T22, F, sa, sb = np.zeros(LANES), np.zeros(LANES), np.zeros(LANES), np.zeros(LANES), np.zeros(LANES)
+    n1, n2, mu = np.zeros(LANES), np.zeros(LANES), np.zeros(LANES)
     for k in range(out.shape[0]):
-        for i in range(lo + k * block, lo + (k + 1) * block):
-            x1, x2, e1, e2 = nodes[0, i], nodes[1, i], nodes[2, i], nodes[3, i]
-            w1, w2 = sq * x1 + m, sq * x2 - m
-            hs1, hs2 = kappa * x1 + c * e1, kappa * x2 + c * e2
-            T11, T22 = teacher(hs1, hs2, omega, A11, A22)
-            if semantic:
-                h1, h2 = hs1, hs2
-            else:
-                h1 = c0 * (1.0 + sigma * (r * x1 + sr * nodes[4, i]))
-                h2 = c0 * (-1.0 + sigma * (r * x2 + sr * nodes[5, i]))
-            h1, h2, F = newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, NEWTON_TOL)
-            f1, f2 = (h1 - w1) / V, (h2 - w2) / V
-            out[k, 0] += f1 - f2
-            out[k, 1] += f1 * f1 + f2 * f2
-            out[k, 2] += f1 * x1 + f2 * x2
-            out[k, 3] += f1 * e1 + f2 * e2
-            out[k, 4] += F
+        first = lo + k * block
+        following, live = first, 0
+        node[:] = -1
+        while True:
+            for j in range(LANES):  # free lanes take the block's next nodes
+                if node[j] < 0 and following < first + block:
+                    i = following
+                    following += 1
+                    x1, x2, e1, e2 = nodes[0, i], nodes[1, i], nodes[2, i], nodes[3, i]
+                    w1[j], w2[j] = sq * x1 + m, sq * x2 - m
+                    hs1, hs2 = kappa * x1 + c * e1, kappa * x2 + c * e2
+                    T11[j], T22[j] = teacher(hs1, hs2, omega, A11, A22)
+                    if semantic:
+                        h1[j], h2[j] = hs1, hs2
+                    else:
+                        h1[j] = c0 * (1.0 + sigma * (r * x1 + sr * nodes[4, i]))
+                        h2[j] = c0 * (-1.0 + sigma * (r * x2 + sr * nodes[5, i]))
+                    F[j], sa[j], sb[j] = objective(h1[j], h2[j], w1[j], w2[j], T11[j], T22[j], V, s2)
+                    node[j], it[j] = i, 0
+                    live += 1
+            if live == 0:
+                break
+            lane_directions(h1, h2, w1, w2, T11, T22, sa, sb, iV, cc, n1, n2, mu)
+            for j in range(LANES):  # one iteration of newton in each lane
+                i = node[j]
+                if i < 0:
+                    continue
+                ended = it[j] >= iterations
+                if not ended:
+                    size = (abs(n1[j]) + abs(n2[j])) / (1.0 + abs(h1[j]) + abs(h2[j]))
+                    if mu[j] == 0.0 and size <= NEWTON_TOL:  # converged: the last step
+                        h1[j], h2[j] = h1[j] + n1[j], h2[j] + n2[j]
+                        ended = True
+                    else:
+                        t1, t2 = h1[j] + n1[j], h2[j] + n2[j]
+                        Ft, sat, sbt = objective(t1, t2, w1[j], w2[j], T11[j], T22[j], V, s2)
+                        if not Ft <= F[j] and not (mu[j] == 0.0 and size <= EXACT_STEP):
+                            # newton would try shorter steps: the rest of the descent by newton itself
+                            h1[j], h2[j], F[j] = newton(h1[j], h2[j], w1[j], w2[j], T11[j], T22[j], V, s2,
+                                                        iterations - it[j], NEWTON_TOL)
+                            ended = True
+                        else:
+                            ended = abs(n1[j]) + abs(n2[j]) <= NEWTON_TOL * (1.0 + abs(h1[j]) + abs(h2[j]))
+                            h1[j], h2[j], F[j], sa[j], sb[j] = t1, t2, Ft, sat, sbt
+                            it[j] += 1
+                            ended = ended or it[j] >= iterations
+                if ended:
+                    f1, f2 = (h1[j] - w1[j]) / V, (h2[j] - w2[j]) / V
+                    row = i - first
+                    rows[row, 0] = f1 - f2
+                    rows[row, 1] = f1 * f1 + f2 * f2
+                    rows[row, 2] = f1 * nodes[0, i] + f2 * nodes[1, i]
+                    rows[row, 3] = f1 * nodes[2, i] + f2 * nodes[3, i]
+                    rows[row, 4] = F[j]
+                    node[j] = -1
+                    live -= 1
+        for row in range(block):
+            for t in range(5):
+                out[k, t] += rows[row, t]
     return out
 
 
