@@ -604,6 +604,52 @@ def test_followed_sums_lanes_equal_one_newton_descent_per_node(branch):
         assert np.array_equal(sums, expected), (iterations, np.abs(sums - expected).max())
 
 
+def test_followed_sums_are_those_of_the_scalar_kernel_before_the_lanes():
+    """A regression pin: the block sums of followed_sums on fixed nodes and parameters (blocks of
+    250 nodes, not a multiple of LANES; iteration budgets 60 and 2; V up to 25) have the
+    SHA-256 digests that the scalar kernel of b5d0af4 (one newton descent per node, before
+    the lanes) gave, bit for bit."""
+    import hashlib
+
+    import attnlab.theory.kernels as K
+    from attnlab.params import POSITIONAL_INIT_SCALE as c0
+    cases = [  # sigma, omega, A11, A22, sq, m, kappa, c, V, r, iterations
+        (0.5, 0.3, 0.6, 0.4, 0.7, 0.0, 0.9, 0.4, 1.5, 0.0, 60),
+        (0.5, 0.3, 0.6, 0.4, 0.5, 0.25, 0.0, 0.6, 3.0, 0.6, 60),
+        (1.2, 0.8, 0.2, 0.9, 1.6, -0.4, -1.1, 1.3, 25.0, -0.9, 60),
+        (0.8, 0.5, 0.5, 0.5, 1.0, 0.1, 0.5, 0.5, 8.0, 0.3, 2),
+    ]
+    nodes = np.random.default_rng(31).standard_normal((6, 500))
+    nodes.setflags(write=False)
+    digests = {"semantic": "90274afab2bd49584400636f2495b48d9b72ce88439bcd0f067534ba1d3a11d2",
+               "positional": "a3fb9370b56096afe15493770e7e9a1c7bda03d693e87ba0f9979f41240f52f2"}
+    for branch, expected in digests.items():
+        h = hashlib.sha256()
+        for sigma, omega, A11, A22, sq, m, kappa, c, V, r, iterations in cases:
+            sums = K.followed_sums(nodes, 0, 500, 250, sq, m, kappa, c, omega, A11, A22, V, sigma,
+                                   branch == "semantic", r, c0, np.int64(iterations))
+            h.update(sums.tobytes())
+        assert h.hexdigest() == expected, branch
+
+
+def test_kernels_run_without_numba_jit():
+    """With NUMBA_DISABLE_JIT=1 (numba's debugging mode) the kernels are Python functions: the
+    module imports and followed_sums gives the compiled kernel's sums to 1e-12."""
+    code = ("import json, numpy as np; from attnlab.theory import kernels as K\n"
+            "nodes = np.random.default_rng(2).standard_normal((6, 64))\n"
+            "print(json.dumps([K.followed_sums(nodes, 0, 64, 32, 0.7, 0.1, 0.9, 0.4, 0.3, 0.6, 0.4, 3.0, 0.5, s, 0.2,"
+            " 0.5, 60).tolist() for s in (True, False)]))")
+    from pathlib import Path
+
+    import attnlab
+    here = str(Path(attnlab.__file__).parents[1])  # this attnlab, whatever is installed
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=dict(os.environ, NUMBA_DISABLE_JIT=jit,
+                                                                               PYTHONPATH=here),
+                                      capture_output=True, text=True, timeout=300, check=True, cwd=here).stdout)
+            for jit in ("1", "0")]
+    assert np.allclose(runs[0], runs[1], rtol=1e-12, atol=1e-14)
+
+
 def test_qmc_points_from_the_disk_cache_are_the_generated_points(tmp_path, monkeypatch):
     """gaussian_points keeps its point sets in $ATTNLAB_CACHE_DIR: a later call reads the same
     bits that scipy's Sobol generator gives; with ATTNLAB_CACHE_DIR="" there is no disk cache,

@@ -23,8 +23,8 @@ a loop over nodes on all cores: the nodes are cut into chunks that a pool of
 threads takes in turn, so a core lost to another process slows the loop by its
 share only (numba's parallel loops wait for their slowest thread), and no
 parallel loop has to be compiled (in a fresh process with an empty numba cache
-the followed minimiser's kernels compile in about 2.5 s, 4.5 s on a slower machine, the
-split rule's in 4 s more, the longest of them in a helper process on the other core,
+the followed minimiser's kernels compile in about 3 s (an estimate; 5 s measured on a slower
+machine), the split rule's in 4 s more, the longest of them in a helper process on the other core,
 :mod:`attnlab.theory.precompile`; ``benchmarks/bench_cold_start.py``). Every node
 is computed as by one serial call, so results do not depend on the number of cores. Only
 :func:`direction` is inlined by numba (``inline="always"``), and only into
@@ -103,9 +103,12 @@ def direction(h1, h2, w1, w2, T11, T22, sa, sb, iV, c):
     Where the Hessian ``H`` is positive definite with both eigenvalues above ``1e-8 scale``
     (``scale = |H11| + |H22|``) the direction is ``-H^-1 g`` and ``mu = 0``; otherwise ``H`` is
     shifted by ``mu I``, ``mu = 0.1 scale - lambda_min(H)`` (the square root only there).
-    ``error_model="numpy"``: no test for a division by zero (which the shift excludes), a
-    test that may raise would keep :func:`lane_directions`, where numba inlines this
-    function, from being vectorised by LLVM.
+    ``error_model="numpy"``: no test for a division by zero (a test that may raise would keep
+    :func:`lane_directions`, where numba inlines this function, from being vectorised by
+    LLVM). The shifted determinant is zero only where ``|H12|`` exceeds ``|H11| + |H22|`` by
+    about 1e16 (a Hessian far from any at the model's parameters): the direction is then
+    infinite or NaN, and :func:`newton` takes no Newton step there (its steepest-descent
+    fall-back decides), where the default error model raised ``ZeroDivisionError``.
 
     Returns
     -------
@@ -255,8 +258,10 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
 # direction inlined by numba where it is called in a loop that LLVM is to vectorise (a call
 # would keep the loop scalar); newton calls the compiled one (inlining it there, at every
 # kernel that calls newton, made the followed kernels compile 1 s longer). Never compiled
-# on its own, so without a cache of its own (it would share direction's).
-_direction_inline = numba.njit(nogil=True, error_model="numpy", inline="always")(direction.py_func)
+# on its own, so without a cache of its own (it would share direction's index, whose key
+# does not hold the inline flag). With NUMBA_DISABLE_JIT, direction is the Python function.
+_direction_inline = numba.njit(nogil=True, error_model="numpy", inline="always")(getattr(direction, "py_func",
+                                                                                         direction))
 
 #: Points that :func:`followed_sums` descends side by side (its lanes).
 LANES = 16
@@ -266,7 +271,7 @@ LANES = 16
 def lane_directions(h1, h2, w1, w2, T11, T22, sa, sb, iV, c, n1, n2, mu):
     """:func:`direction` for every lane (arrays of shape (LANES,)): ``n1, n2, mu`` filled in.
     LLVM vectorises this loop (the shift's condition becomes a select): the part of
-    :func:`followed_sums` that runs four lanes per instruction."""
+    :func:`followed_sums` that runs several lanes per instruction (four with AVX2)."""
     for j in range(h1.size):
         n1[j], n2[j], mu[j], _, _, _ = _direction_inline(h1[j], h2[j], w1[j], w2[j], T11[j], T22[j], sa[j], sb[j], iV, c)
 
