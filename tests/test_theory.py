@@ -582,6 +582,7 @@ def test_followed_sums_lanes_equal_one_newton_descent_per_node(branch):
     nodes = rng.standard_normal((6, 3 * 512))
     nodes.setflags(write=False)  # as the solver's point sets: no second signature of the kernel
     semantic = branch == "semantic"
+    shifted = rejected = 0
     for iterations in (0, 1, 3, K.DESCENT_ITERATIONS, K.DESCENT_ITERATIONS, K.DESCENT_ITERATIONS):
         sigma, omega, A11, A22 = rng.uniform(0.3, 1.5), rng.uniform(0, 1), *rng.uniform(0, 1, 2)
         sq, m, kappa, c = rng.uniform(0.1, 2), 0.5 * rng.normal(), rng.normal(), rng.uniform(0, 1.5)
@@ -601,7 +602,15 @@ def test_followed_sums_lanes_equal_one_newton_descent_per_node(branch):
             f1, f2 = (h1 - w1) / V, (h2 - w2) / V
             row = expected[i // 512]
             row += np.array([f1 - f2, f1 * f1 + f2 * f2, f1 * x1 + f2 * x2, f1 * e1 + f2 * e2, F])
+            # the paths the lanes hand over to newton or select: a shifted Hessian, a rejected full step
+            F0, sa, sb = K.objective(*start, w1, w2, T11, T22, V, s2)
+            d1, d2, mu, _, _, _ = K.direction(*start, w1, w2, T11, T22, sa, sb, 1.0 / V, 2.0 * s2)
+            size = (abs(d1) + abs(d2)) / (1.0 + abs(start[0]) + abs(start[1]))
+            Ft = K.objective(start[0] + d1, start[1] + d2, w1, w2, T11, T22, V, s2)[0]
+            shifted += mu != 0.0
+            rejected += not Ft <= F0 and not (mu == 0.0 and size <= K.EXACT_STEP)
         assert np.array_equal(sums, expected), (iterations, np.abs(sums - expected).max())
+    assert shifted > 10 and rejected > 10, (shifted, rejected)  # (at the first iteration alone)
 
 
 def test_followed_sums_are_those_of_the_scalar_kernel_before_the_lanes():

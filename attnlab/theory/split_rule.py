@@ -335,8 +335,14 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMom
                                     jumps=int(np.isfinite(jumps).sum()))
 
 
-for _kernel in [f for f in list(globals().values()) if isinstance(f, Dispatcher) and f.py_func.__module__ == __name__]:
-    key_cache_on_kernels(_kernel)  # the compiled functions here inline newton and teacher of kernels.py
+def _key_caches_on_kernels() -> None:
+    """Key the cache of every compiled function here on kernels.py too: they inline its newton and teacher."""
+    for f in list(globals().values()):
+        if isinstance(f, Dispatcher) and f.py_func.__module__ == __name__:
+            key_cache_on_kernels(f)
+
+
+_key_caches_on_kernels()
 
 _F, _A1, _A2 = types.float64, types.Array(types.float64, 1, "C"), types.Array(types.float64, 2, "C")
 _R1 = types.Array(types.float64, 1, "C", readonly=True)  # the cached Gauss-Legendre and tensor rules
