@@ -734,8 +734,12 @@ def test_compile_helper_kernels_have_the_signatures_a_solve_compiles():
     from attnlab.theory.split_rule import late_kernels
     solve_state_evolution(P0, 1.0, "semantic", quad=Quadrature.fast(), minimizer="global").eps_g
     solve_state_evolution(P0, 1.0, "positional", quad=Quadrature.fast()).eps_g
+    from attnlab.theory.followed_rule import lane_kernels
     for dispatcher, argtypes in late_kernels().items():
         assert dispatcher.signatures == [argtypes], dispatcher.py_func.__name__
+    (argtypes,) = lane_kernels().values()  # the lane kernel, or the serial loop while a helper compiled it
+    used = kernels.followed_sums.signatures + kernels.followed_sums_serial.signatures
+    assert used and all(sig == argtypes for sig in used), used
     dispatchers = [f for m in (kernels, split_rule) for f in vars(m).values()
                    if isinstance(f, numba.core.registry.CPUDispatcher)]
     assert len(dispatchers) > 10 and all(len(f.signatures) <= 1 for f in dispatchers), \
@@ -768,6 +772,24 @@ def test_compile_helper_only_where_it_can_help(monkeypatch):
     assert not precompile.wanted([fresh])
 
 
+def test_followed_solves_use_the_serial_loop_while_a_helper_compiles_the_lanes(monkeypatch):
+    """With the lane kernel neither compiled nor loaded in this process, the followed minimiser
+    starts its compile helper and uses followed_sums_serial (the same sums) while the helper
+    runs, and the lane kernel once it has finished or where none was started."""
+    from attnlab.theory import followed_rule, kernels, precompile
+    started = []
+    monkeypatch.setattr(precompile, "start", lambda source, ks: started.append((source, list(ks))))
+    lanes = type("Dispatcher", (), {"signatures": []})()
+    monkeypatch.setattr(kernels, "followed_sums", lanes)
+    monkeypatch.setattr(precompile, "running", lambda source: True)
+    assert followed_rule._sums_kernel() is kernels.followed_sums_serial
+    assert started == [(followed_rule.LANE_KERNELS, [lanes])]
+    monkeypatch.setattr(precompile, "running", lambda source: False)
+    assert followed_rule._sums_kernel() is lanes
+    lanes.signatures = ["compiled"]
+    assert followed_rule._sums_kernel() is lanes and len(started) == 2
+
+
 def test_compile_helper_is_waited_for_in_every_thread(monkeypatch):
     """Two solves side by side (find_transition, the sliders) both wait for the helper, so
     neither compiles the kernels it compiles."""
@@ -775,9 +797,10 @@ def test_compile_helper_is_waited_for_in_every_thread(monkeypatch):
 
     from attnlab.theory import precompile
     helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
-    monkeypatch.setattr(precompile, "_helper", helper)
+    monkeypatch.setitem(precompile._helpers, "some.module:kernels", helper)
     seen = []
-    waiters = [threading.Thread(target=lambda: (precompile.wait(), seen.append(helper.returncode))) for _ in range(2)]
+    waiters = [threading.Thread(target=lambda: (precompile.wait("some.module:kernels"), seen.append(helper.returncode)))
+               for _ in range(2)]
     for w in waiters:
         w.start()
     for w in waiters:
@@ -791,7 +814,7 @@ def test_compile_helper_does_not_outlive_its_process(tmp_path):
     code = ("from attnlab.theory import precompile, split_rule\n"
             "precompile.threads = lambda: 2\n"
             "import joblib; joblib.cpu_count = lambda *a, **k: 2\n"
-            "split_rule.start_compile_helper(); print(precompile._helper.pid)")
+            "split_rule.start_compile_helper(); print(precompile._helpers[split_rule.LATE_KERNELS].pid)")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     env.pop("ATTNLAB_COMPILE_HELPER", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,

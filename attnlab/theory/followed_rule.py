@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from numba import types
+
 from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
-from . import kernels
+from . import kernels, precompile
 from .channel import MOMENTS, SIGNS, ChannelMoments, field_scales, fields
 from .quadrature import QMCRule, gaussian_points
 
 __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
-           "followed_tolerance"]
+           "followed_tolerance", "LANE_KERNELS", "lane_kernels"]
 
 #: Smallest residual tolerance used with the followed minimiser and the default
 #: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
@@ -53,6 +55,35 @@ def followed_tolerance(rule: QMCRule) -> float:
     """The residual floor of the followed minimiser's map with ``rule``: :data:`FOLLOWED_TOL`
     at ``2**17`` points, growing as ``1 / sqrt(points)``."""
     return FOLLOWED_TOL * float(np.sqrt(2 ** 17 / rule.points))
+
+
+#: The compile helper's source for :func:`lane_kernels` (:func:`attnlab.theory.precompile.start`).
+LANE_KERNELS = f"{__name__}:lane_kernels"
+
+
+def lane_kernels() -> dict:
+    """:func:`attnlab.theory.kernels.followed_sums` with the argument types
+    :func:`followed_expectations` calls it with (read-only point sets).
+
+    Returns
+    -------
+    dict
+        ``{numba dispatcher: tuple of numba types}``, for :func:`attnlab.theory.precompile.compile_all`.
+    """
+    F, I = types.float64, types.int64
+    return {kernels.followed_sums: (types.Array(F, 2, "C", readonly=True), I, I, I) + (F,) * 9 + (types.boolean, F, F, I)}
+
+
+def _sums_kernel():
+    """:func:`~attnlab.theory.kernels.followed_sums`, or while a helper process compiles it into an
+    empty numba cache (started here, :mod:`attnlab.theory.precompile`),
+    :func:`~attnlab.theory.kernels.followed_sums_serial` (the same sums, compiled in half the time)."""
+    lanes = kernels.followed_sums
+    if not getattr(lanes, "signatures", ()):  # not yet compiled or loaded in this process
+        precompile.start(LANE_KERNELS, lane_kernels())
+        if precompile.running(LANE_KERNELS):
+            return kernels.followed_sums_serial
+    return lanes
 
 
 def initial_fields(ov, params, branch: str, nodes: np.ndarray):
@@ -109,7 +140,8 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
     per_scramble = 2 ** rule.log2_points
     block = min(1024, per_scramble)
     # one compiled pass over the nodes: initial_fields, descend and moments_from_samples composed
-    run = lambda lo, hi: kernels.followed_sums(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0],
+    kernel = _sums_kernel()
+    run = lambda lo, hi: kernel(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0],
                                                A[1, 1], ov.V, params.sigma, branch == "semantic", r,
                                                POSITIONAL_INIT_SCALE, kernels.DESCENT_ITERATIONS)
     sums = kernels.over_blocks(run, nodes.shape[1] // block, block)

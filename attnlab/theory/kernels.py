@@ -23,8 +23,8 @@ a loop over nodes on all cores: the nodes are cut into chunks that a pool of
 threads takes in turn, so a core lost to another process slows the loop by its
 share only (numba's parallel loops wait for their slowest thread), and no
 parallel loop has to be compiled (in a fresh process with an empty numba cache
-the followed minimiser's kernels compile in about 3 s (an estimate; 5 s measured on a slower
-machine), the split rule's in 4 s more, the longest of them in a helper process on the other core,
+the followed minimiser's kernels compile in about 2 s, its lane kernel
+:func:`followed_sums` in a helper process, the split rule's in 4 s more, the longest of them in a helper process on the other core,
 :mod:`attnlab.theory.precompile`; ``benchmarks/bench_cold_start.py``). Every node
 is computed as by one serial call, so results do not depend on the number of cores. Only
 :func:`direction` is inlined by numba (``inline="always"``), and only into
@@ -49,7 +49,7 @@ import numpy as np
 
 __all__ = ["NEWTON_ITERATIONS", "DESCENT_ITERATIONS", "NEWTON_TOL", "EXACT_STEP", "LANES", "sigmoid", "objective",
            "teacher", "direction", "newton", "newton_default", "branch_label", "mean_loss", "lane_directions",
-           "followed_sums", "multistart_newton",
+           "followed_start", "followed_row", "followed_sums_serial", "followed_sums", "multistart_newton",
            "global_search", "global_search_at", "key_cache_on_kernels", "threads", "over_nodes", "over_blocks"]
 
 #: Newton's default iteration budget (:func:`newton_default`).
@@ -255,6 +255,51 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
     return h1, h2, F
 
 
+@numba.njit(cache=True, nogil=True)
+def followed_start(nodes, i, sq, m, kappa, c, omega, A11, A22, sigma, semantic, r, sr, c0):
+    """Node ``i``'s field ``w``, teacher diagonal and descent start for :func:`followed_sums`
+    (``sr = sqrt(1 - r^2)``): ``w1, w2, T11, T22, h1, h2``."""
+    x1, x2, e1, e2 = nodes[0, i], nodes[1, i], nodes[2, i], nodes[3, i]
+    hs1, hs2 = kappa * x1 + c * e1, kappa * x2 + c * e2
+    T11, T22 = teacher(hs1, hs2, omega, A11, A22)
+    if semantic:
+        return sq * x1 + m, sq * x2 - m, T11, T22, hs1, hs2
+    return (sq * x1 + m, sq * x2 - m, T11, T22, c0 * (1.0 + sigma * (r * x1 + sr * nodes[4, i])),
+            c0 * (-1.0 + sigma * (r * x2 + sr * nodes[5, i])))
+
+
+@numba.njit(cache=True, nogil=True)
+def followed_row(nodes, i, h1, h2, w1, w2, V):
+    """Node ``i``'s integrands ``f_1 - f_2``, ``f_1^2 + f_2^2``, ``f . xi``, ``f . eta`` with
+    ``f = (h - w) / V`` (:func:`followed_sums`)."""
+    f1, f2 = (h1 - w1) / V, (h2 - w2) / V
+    return f1 - f2, f1 * f1 + f2 * f2, f1 * nodes[0, i] + f2 * nodes[1, i], f1 * nodes[2, i] + f2 * nodes[3, i]
+
+
+@numba.njit(cache=True, nogil=True)
+def followed_sums_serial(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sigma, semantic, r, c0,
+                         iterations):
+    """:func:`followed_sums` by one :func:`newton` call per node, in node order: the same sums bit
+    for bit, in about 1.4 times the time, but compiled in about half the time. The first solves
+    of a process whose numba cache lacks :func:`followed_sums` use it while a helper process
+    compiles that (:func:`attnlab.theory.followed_rule.lane_kernels`)."""
+    s2 = sigma * sigma
+    sr = math.sqrt(max(0.0, 1.0 - r * r))
+    out = np.zeros(((hi - lo) // block, 5))
+    for k in range(out.shape[0]):
+        for i in range(lo + k * block, lo + (k + 1) * block):
+            w1, w2, T11, T22, h1, h2 = followed_start(nodes, i, sq, m, kappa, c, omega, A11, A22, sigma, semantic, r,
+                                                      sr, c0)
+            h1, h2, F = newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, NEWTON_TOL)
+            a, b, d, e = followed_row(nodes, i, h1, h2, w1, w2, V)
+            out[k, 0] += a
+            out[k, 1] += b
+            out[k, 2] += d
+            out[k, 3] += e
+            out[k, 4] += F
+    return out
+
+
 # direction inlined by numba where it is called in a loop that LLVM is to vectorise (a call
 # would keep the loop scalar); newton calls the compiled one (inlining it there, at every
 # kernel that calls newton, made the followed kernels compile 1 s longer). Never compiled
@@ -301,7 +346,10 @@ def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sig
     a lane whose descent ends takes the block's next node. Every descent is therefore
     :func:`newton`'s, bit for bit, in about 0.7 of the time (the scalar iteration is a
     chain of dependent operations; ``benchmarks/theory_speed.md``). ``error_model="numpy"``
-    (no test for a division by zero: ``V > 0``; compiles faster).
+    (no test for a division by zero: ``V > 0``; compiles faster). It compiles in about 2.5 s
+    more than :func:`followed_sums_serial`, which the first solves of a process with an empty
+    numba cache use while a helper process compiles this one
+    (:func:`attnlab.theory.followed_rule.lane_kernels`).
 
     Returns
     -------
@@ -327,15 +375,8 @@ def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sig
                 if node[j] < 0 and following < first + block:
                     i = following
                     following += 1
-                    x1, x2, e1, e2 = nodes[0, i], nodes[1, i], nodes[2, i], nodes[3, i]
-                    w1[j], w2[j] = sq * x1 + m, sq * x2 - m
-                    hs1, hs2 = kappa * x1 + c * e1, kappa * x2 + c * e2
-                    T11[j], T22[j] = teacher(hs1, hs2, omega, A11, A22)
-                    if semantic:
-                        h1[j], h2[j] = hs1, hs2
-                    else:
-                        h1[j] = c0 * (1.0 + sigma * (r * x1 + sr * nodes[4, i]))
-                        h2[j] = c0 * (-1.0 + sigma * (r * x2 + sr * nodes[5, i]))
+                    w1[j], w2[j], T11[j], T22[j], h1[j], h2[j] = followed_start(nodes, i, sq, m, kappa, c, omega, A11,
+                                                                                A22, sigma, semantic, r, sr, c0)
                     F[j], sa[j], sb[j] = objective(h1[j], h2[j], w1[j], w2[j], T11[j], T22[j], V, s2)
                     node[j], it[j] = i, 0
                     live += 1
@@ -366,12 +407,9 @@ def followed_sums(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sig
                             it[j] += 1
                             ended = ended or it[j] >= iterations
                 if ended:
-                    f1, f2 = (h1[j] - w1[j]) / V, (h2[j] - w2[j]) / V
                     row = i - first
-                    rows[row, 0] = f1 - f2
-                    rows[row, 1] = f1 * f1 + f2 * f2
-                    rows[row, 2] = f1 * nodes[0, i] + f2 * nodes[1, i]
-                    rows[row, 3] = f1 * nodes[2, i] + f2 * nodes[3, i]
+                    rows[row, 0], rows[row, 1], rows[row, 2], rows[row, 3] = followed_row(nodes, i, h1[j], h2[j], w1[j],
+                                                                                          w2[j], V)
                     rows[row, 4] = F[j]
                     node[j] = -1
                     live -= 1

@@ -13,7 +13,14 @@ from the cache. The machine code is the one this process would have compiled
 without the helper (``tests/test_theory.py``); only the wall time of a first solve
 changes (``benchmarks/bench_cold_start.py``).
 
-A helper is started at most once per process, and only if it can help: numba's
+The same is done for the followed minimiser: its lane kernel
+(:func:`attnlab.theory.kernels.followed_sums`, about 2.5 s more to compile than a loop of one
+descent per node) compiles in a helper while the first solves use that loop
+(:func:`attnlab.theory.kernels.followed_sums_serial`, the same sums bit for bit;
+:func:`attnlab.theory.followed_rule.lane_kernels`), which they stop using once the helper has
+finished (:func:`running`).
+
+A helper is started at most once per process and ``source``, and only if it can help: numba's
 cache on, this process allowed at least two cores
 (:func:`~attnlab.theory.kernels.threads`: a sweep worker with
 ``NUMBA_NUM_THREADS=1`` leaves the other core to its siblings; and
@@ -41,19 +48,18 @@ import numba
 
 from .kernels import threads
 
-__all__ = ["WAIT_SECONDS", "wanted", "start", "wait", "compile_all"]
+__all__ = ["WAIT_SECONDS", "wanted", "start", "running", "wait", "compile_all"]
 
 #: Longest wait for the helper before compiling here instead (seconds).
 WAIT_SECONDS = 60.0
 
 _lock = threading.Lock()
-_helper: subprocess.Popen | None = None
-_started = False
+_helpers: dict[str, subprocess.Popen | None] = {}  # by source; None: none started (not wanted, or no subprocess)
 
 
-def _forget_helper() -> None:  # a forked child (a sweep worker) does not own the parent's helper
-    global _helper, _lock
-    _helper, _lock = None, threading.Lock()
+def _forget_helper() -> None:  # a forked child (a sweep worker) does not own the parent's helpers
+    global _helpers, _lock
+    _helpers, _lock = {}, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -91,7 +97,7 @@ def wanted(kernels) -> bool:
 
 
 def start(source: str, kernels: dict) -> None:
-    """Start the helper if one is :func:`wanted` for ``kernels``; at most once per process.
+    """Start a helper if one is :func:`wanted` for ``kernels``; at most once per process and ``source``.
 
     Parameters
     ----------
@@ -100,11 +106,10 @@ def start(source: str, kernels: dict) -> None:
     kernels : dict
         ``{numba dispatcher: tuple of argument types}``, as :func:`compile_all` takes.
     """
-    global _helper, _started
     with _lock:
-        if _started:
+        if source in _helpers:
             return
-        _started = True
+        _helpers[source] = None
         if not wanted(kernels):
             return
         module, function = source.split(":")
@@ -114,12 +119,12 @@ def start(source: str, kernels: dict) -> None:
         if numba.config.CACHE_DIR:  # the helper runs elsewhere: a relative cache folder must stay the same
             env["NUMBA_CACHE_DIR"] = os.path.abspath(numba.config.CACHE_DIR)
         try:  # run from the folder holding this attnlab, so that the helper imports this copy
-            _helper = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            helper = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:  # no subprocesses here (a sandbox): the kernels compile in this process
-            _helper = None
-        else:
-            atexit.register(_stop, _helper)
+            return
+        _helpers[source] = helper
+        atexit.register(_stop, helper)
 
 
 def _stop(helper: subprocess.Popen) -> None:
@@ -129,10 +134,16 @@ def _stop(helper: subprocess.Popen) -> None:
         helper.wait()
 
 
-def wait() -> None:
-    """Wait for the helper, if one was started, to finish (every caller, in any thread); after
-    :data:`WAIT_SECONDS` it is stopped and the kernels compile in this process."""
-    helper = _helper
+def running(source: str) -> bool:
+    """Whether the helper of ``source`` was started and has not finished."""
+    helper = _helpers.get(source)
+    return helper is not None and helper.poll() is None
+
+
+def wait(source: str) -> None:
+    """Wait for the helper of ``source``, if one was started, to finish (every caller, in any
+    thread); after :data:`WAIT_SECONDS` it is stopped and the kernels compile in this process."""
+    helper = _helpers.get(source)
     if helper is None or helper.returncode is not None:
         return
     try:

@@ -328,7 +328,7 @@ def split_expectations(ov, params, rule: SplitRule, symmetry=None) -> ChannelMom
     args = (fixed, jumps, x, wl, us, H1, H2, lab, lines.n[:, 0].copy(), lines.n[:, 1].copy(), lines.v, lines.eta1,
             lines.eta2, lines.weight, *lines.geometry(), float(V), float(sigma))
     axes = (None, 0, None, None, None, 1, 1, 1, 0, 0, 0, 0, 0, 0) + (None,) * 9
-    precompile.wait()  # _integrate: from the helper, if one compiles it
+    precompile.wait(LATE_KERNELS)  # _integrate: from the helper, if one compiles it
     parts, count = over_nodes(_integrate, args, axes, (0, 0), lines.v.size, 32)
     sums = dict(zip(("f_s", "f_sq", "f_xi", "f_eta", "M"), parts.sum(axis=0)))
     return ChannelMoments.from_sums(sums, lines.symmetry.odd, nodes=int(count.sum()),
@@ -348,6 +348,10 @@ _F, _A1, _A2 = types.float64, types.Array(types.float64, 1, "C"), types.Array(ty
 _R1 = types.Array(types.float64, 1, "C", readonly=True)  # the cached Gauss-Legendre and tensor rules
 
 
+#: The helper's source for :func:`late_kernels` (:func:`attnlab.theory.precompile.start`).
+LATE_KERNELS = f"{__name__}:late_kernels"
+
+
 def late_kernels() -> dict:
     """The kernels a first solve of the global minimiser compiles last, with the argument types
     it calls them with: ``_integrate`` (the sums along the lines: the longest to compile)
@@ -365,5 +369,5 @@ def late_kernels() -> dict:
 def start_compile_helper() -> None:
     """Compile :func:`late_kernels` in a helper process if numba's cache lacks them
     (:func:`attnlab.theory.precompile.start`); :func:`split_expectations` waits for it."""
-    precompile.start(f"{__name__}:late_kernels", late_kernels())
+    precompile.start(LATE_KERNELS, late_kernels())
 
