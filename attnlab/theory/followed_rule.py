@@ -32,7 +32,6 @@ point is estimated by solving again with an independent, larger point set
 from __future__ import annotations
 
 import numpy as np
-
 from numba import types
 
 from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
@@ -141,9 +140,9 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
     block = min(1024, per_scramble)
     # one compiled pass over the nodes: initial_fields, descend and moments_from_samples composed
     kernel = _sums_kernel()
-    run = lambda lo, hi: kernel(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0],
-                                               A[1, 1], ov.V, params.sigma, branch == "semantic", r,
-                                               POSITIONAL_INIT_SCALE, kernels.DESCENT_ITERATIONS)
+    run = lambda lo, hi: kernel(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0], A[1, 1], ov.V,
+                                params.sigma, branch == "semantic", r, POSITIONAL_INIT_SCALE,
+                                kernels.DESCENT_ITERATIONS)
     sums = kernels.over_blocks(run, nodes.shape[1] // block, block)
     per = sums.reshape(rule.scrambles, per_scramble // block, len(MOMENTS)).sum(axis=1) / per_scramble
     means = dict(zip(MOMENTS, per.mean(axis=0)))
