@@ -775,19 +775,43 @@ def test_compile_helper_only_where_it_can_help(monkeypatch):
 def test_followed_solves_use_the_serial_loop_while_a_helper_compiles_the_lanes(monkeypatch):
     """With the lane kernel neither compiled nor loaded in this process, the followed minimiser
     starts its compile helper and uses followed_sums_serial (the same sums) while the helper
-    runs, and the lane kernel once it has finished or where none was started."""
+    runs (compiled at once, before the caller reads its points), and the lane kernel once it has
+    finished or where none was started."""
     from attnlab.theory import followed_rule, kernels, precompile
     started = []
-    monkeypatch.setattr(precompile, "start", lambda source, ks: started.append((source, list(ks))))
+    monkeypatch.setattr(precompile, "start", lambda source, ks, first=None: started.append((source, list(ks), first)))
     lanes = type("Dispatcher", (), {"signatures": []})()
     monkeypatch.setattr(kernels, "followed_sums", lanes)
     monkeypatch.setattr(precompile, "running", lambda source: True)
     assert followed_rule._sums_kernel() is kernels.followed_sums_serial
-    assert started == [(followed_rule.LANE_KERNELS, [lanes])]
+    assert kernels.followed_sums_serial.signatures == list(followed_rule.lane_kernels().values())
+    assert started == [(followed_rule.LANE_KERNELS, [lanes], followed_rule.POINT_SETS)]
     monkeypatch.setattr(precompile, "running", lambda source: False)
     assert followed_rule._sums_kernel() is lanes
     lanes.signatures = ["compiled"]
     assert followed_rule._sums_kernel() is lanes and len(started) == 2
+
+
+def test_lane_helper_writes_the_default_point_sets_first(tmp_path):
+    """On a cold start the lane kernel's helper first writes the point sets of a default solve to
+    their disk cache, while this process compiles the serial loop: the first solve then reads
+    them (it does not import scipy.stats to generate them), and they are the generated ones."""
+    code = ("import sys; import joblib; import numpy as np\n"
+            "from attnlab.theory import followed_rule, kernels, precompile, quadrature\n"
+            "precompile.threads = lambda: 2; joblib.cpu_count = lambda *a, **k: 2\n"
+            "assert followed_rule._sums_kernel() is kernels.followed_sums_serial\n"
+            "precompile.wait(followed_rule.LANE_KERNELS)\n"
+            "followed_rule.default_point_sets()\n"
+            "read = 'scipy.stats' in sys.modules\n"
+            "q = quadrature.Quadrature().qmc\n"
+            "fresh = quadrature._sobol_gaussians(q.log2_points, q.scrambles, q.seed, 6, '')\n"
+            "print(read, np.array_equal(fresh, quadrature.gaussian_points(q, 6)))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), ATTNLAB_CACHE_DIR=str(tmp_path / "points"))
+    env.pop("ATTNLAB_COMPILE_HELPER", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                         check=True)
+    assert out.stdout.split() == ["False", "True"], out.stdout
+    assert len(list((tmp_path / "points").rglob("output.pkl"))) == 3
 
 
 def test_compile_helper_is_waited_for_in_every_thread(monkeypatch):

@@ -37,10 +37,10 @@ from numba import types
 from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
 from . import kernels, precompile
 from .channel import MOMENTS, SIGNS, ChannelMoments, field_scales, fields
-from .quadrature import QMCRule, gaussian_points
+from .quadrature import QMCRule, Quadrature, gaussian_points
 
 __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
-           "followed_tolerance", "LANE_KERNELS", "lane_kernels"]
+           "followed_tolerance", "LANE_KERNELS", "lane_kernels", "POINT_SETS", "default_point_sets"]
 
 #: Smallest residual tolerance used with the followed minimiser and the default
 #: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
@@ -73,15 +73,33 @@ def lane_kernels() -> dict:
     return {kernels.followed_sums: (types.Array(F, 2, "C", readonly=True), I, I, I) + (F,) * 9 + (types.boolean, F, F, I)}
 
 
+#: What the lane kernel's compile helper does first (:func:`default_point_sets`).
+POINT_SETS = f"{__name__}:default_point_sets"
+
+
+def default_point_sets() -> None:
+    """Write the point sets of a solve with the default rules to their disk cache
+    (:func:`~attnlab.theory.quadrature.gaussian_points`): the coarse stage's
+    (:meth:`QMCRule.fast`), the cheap rule's and the default's. The compile helper of a fresh
+    process does this first, while that process compiles
+    :func:`~attnlab.theory.kernels.followed_sums_serial`; the first solve then reads them from
+    disk instead of importing ``scipy.stats`` (about 0.8 s) to generate them."""
+    for rule in (QMCRule.fast(), Quadrature().cheap().qmc, Quadrature().qmc):
+        gaussian_points(rule, 6)
+
+
 def _sums_kernel():
     """:func:`~attnlab.theory.kernels.followed_sums`, or while a helper process compiles it into an
-    empty numba cache (started here, :mod:`attnlab.theory.precompile`),
-    :func:`~attnlab.theory.kernels.followed_sums_serial` (the same sums, compiled in half the time)."""
+    empty numba cache (started here, :mod:`attnlab.theory.precompile`; it first writes the
+    default point sets, :data:`POINT_SETS`), :func:`~attnlab.theory.kernels.followed_sums_serial`
+    (the same sums, compiled in half the time), compiled here before the caller reads its points."""
     lanes = kernels.followed_sums
     if not getattr(lanes, "signatures", ()):  # not yet compiled or loaded in this process
-        precompile.start(LANE_KERNELS, lane_kernels())
+        precompile.start(LANE_KERNELS, lane_kernels(), first=POINT_SETS)
         if precompile.running(LANE_KERNELS):
-            return kernels.followed_sums_serial
+            serial = kernels.followed_sums_serial
+            precompile.compile_all({serial: argtypes for argtypes in lane_kernels().values()})
+            return serial
     return lanes
 
 
@@ -132,6 +150,7 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
         expectation the standard error over the scrambles.
     """
     check_choice("branch", branch, BRANCHES)
+    kernel = _sums_kernel()  # (first: on a cold start its helper writes the points meanwhile)
     nodes = gaussian_points(rule, 6)
     sq, kappa, c = field_scales(ov, params.sigma ** 2)
     r = float(np.clip(params.sigma * ov.m / np.sqrt(ov.q), -1.0, 1.0))
@@ -139,7 +158,6 @@ def followed_expectations(ov, params, rule: QMCRule, branch: str, symmetry=None)
     per_scramble = 2 ** rule.log2_points
     block = min(1024, per_scramble)
     # one compiled pass over the nodes: initial_fields, descend and moments_from_samples composed
-    kernel = _sums_kernel()
     run = lambda lo, hi: kernel(nodes, lo, hi, block, sq, ov.m, kappa, c, params.omega, A[0, 0], A[1, 1], ov.V,
                                 params.sigma, branch == "semantic", r, POSITIONAL_INIT_SCALE,
                                 kernels.DESCENT_ITERATIONS)

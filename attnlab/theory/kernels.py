@@ -29,7 +29,10 @@ the followed minimiser's kernels compile in about 2 s, its lane kernel
 is computed as by one serial call, so results do not depend on the number of cores. Only
 :func:`direction` is inlined by numba (``inline="always"``), and only into
 :func:`lane_directions`, so that LLVM vectorises that loop; LLVM inlines the other small
-functions at less compilation cost.
+functions at less compilation cost. The per-point functions and the followed minimiser's
+loops have numba's ``error_model="numpy"``: no test for a division by zero (their divisors
+are ``V > 0``, ``scale > 0`` and sums of 1 and absolute values), which compiles about 0.3 s
+faster and gives the same results bit for bit.
 
 Notation: ``h`` the student preactivations, ``w`` the student field, ``T11, T22``
 the diagonal of the teacher attention, ``V`` the proximal scale, ``s2 = sigma^2``;
@@ -64,7 +67,7 @@ NEWTON_TOL = 1e-10
 EXACT_STEP = 1e-6
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid(x):
     """The logistic function ``1 / (1 + exp(-x))``, without a branch on the sign of ``x``
     (about 5% of :func:`followed_sums`: half the calls took each side). Below
@@ -75,7 +78,7 @@ def sigmoid(x):
     return 1.0 / (1.0 + math.exp(-x))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def objective(h1, h2, w1, w2, T11, T22, V, s2):
     """The proximal objective ``F(h) = |h - w|^2 / (2V) + l(h, T)`` at one point, and the
     two attention weights ``sig(a), sig(b)``; at ``h = w`` with ``V = 1`` its value is the loss."""
@@ -84,7 +87,7 @@ def objective(h1, h2, w1, w2, T11, T22, V, s2):
     return ((h1 - w1) ** 2 + (h2 - w2) ** 2) * (0.5 / V) + s2 * ((sa - T11) ** 2 + (sb - T22) ** 2), sa, sb
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def teacher(hs1, hs2, omega, A11, A22):
     """``T11, T22`` of ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` at one point
     (:func:`attnlab.theory.channel.teacher_diagonal` for arrays)."""
@@ -138,7 +141,7 @@ def direction(h1, h2, w1, w2, T11, T22, sa, sb, iV, c):
     return -(H22 * g1 - H12 * g2) * inv_det, -(H11 * g2 - H12 * g1) * inv_det, mu, g1, g2, scale
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def newton(h1, h2, w1, w2, T11, T22, V, s2, iterations, tol):
     """Damped, Levenberg-shifted Newton on the proximal objective from ``(h1, h2)``.
 
@@ -255,7 +258,7 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
     return h1, h2, F
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def followed_start(nodes, i, sq, m, kappa, c, omega, A11, A22, sigma, semantic, r, sr, c0):
     """Node ``i``'s field ``w``, teacher diagonal and descent start for :func:`followed_sums`
     (``sr = sqrt(1 - r^2)``): ``w1, w2, T11, T22, h1, h2``."""
@@ -268,7 +271,7 @@ def followed_start(nodes, i, sq, m, kappa, c, omega, A11, A22, sigma, semantic, 
             c0 * (-1.0 + sigma * (r * x2 + sr * nodes[5, i])))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def followed_row(nodes, i, h1, h2, w1, w2, V):
     """Node ``i``'s integrands ``f_1 - f_2``, ``f_1^2 + f_2^2``, ``f . xi``, ``f . eta`` with
     ``f = (h - w) / V`` (:func:`followed_sums`)."""
@@ -276,7 +279,7 @@ def followed_row(nodes, i, h1, h2, w1, w2, V):
     return f1 - f2, f1 * f1 + f2 * f2, f1 * nodes[0, i] + f2 * nodes[1, i], f1 * nodes[2, i] + f2 * nodes[3, i]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def followed_sums_serial(nodes, lo, hi, block, sq, m, kappa, c, omega, A11, A22, V, sigma, semantic, r, c0,
                          iterations):
     """:func:`followed_sums` by one :func:`newton` call per node, in node order: the same sums bit

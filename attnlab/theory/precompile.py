@@ -18,7 +18,10 @@ The same is done for the followed minimiser: its lane kernel
 descent per node) compiles in a helper while the first solves use that loop
 (:func:`attnlab.theory.kernels.followed_sums_serial`, the same sums bit for bit;
 :func:`attnlab.theory.followed_rule.lane_kernels`), which they stop using once the helper has
-finished (:func:`running`).
+finished (:func:`running`). That helper first writes the point sets of a default solve to
+their disk cache (``first`` of :func:`start`; :func:`attnlab.theory.followed_rule.default_point_sets`)
+while this process compiles the serial loop, so that the first solve reads them instead of
+importing ``scipy.stats`` (about 0.8 s) to generate them.
 
 A helper is started at most once per process and ``source``, and only if it can help: numba's
 cache on, this process allowed at least two cores
@@ -96,7 +99,13 @@ def wanted(kernels) -> bool:
     return joblib.cpu_count() >= 2  # a container's CPU quota too (Binder: often one core of many)
 
 
-def start(source: str, kernels: dict) -> None:
+def _call(source: str) -> str:
+    """Python code that calls ``source`` (``"module:function"``) and gives its result."""
+    module, function = source.split(":")
+    return f"importlib.import_module({module!r}).{function}()"
+
+
+def start(source: str, kernels: dict, *, first: str | None = None) -> None:
     """Start a helper if one is :func:`wanted` for ``kernels``; at most once per process and ``source``.
 
     Parameters
@@ -105,6 +114,10 @@ def start(source: str, kernels: dict) -> None:
         ``"module:function"``, where ``function()`` returns ``kernels`` in the helper.
     kernels : dict
         ``{numba dispatcher: tuple of argument types}``, as :func:`compile_all` takes.
+    first : str, optional
+        ``"module:function"`` that the helper calls before it compiles (work this process
+        would otherwise do before its first solve, e.g. writing point sets to their disk
+        cache: :func:`attnlab.theory.followed_rule.default_point_sets`).
     """
     with _lock:
         if source in _helpers:
@@ -112,9 +125,8 @@ def start(source: str, kernels: dict) -> None:
         _helpers[source] = None
         if not wanted(kernels):
             return
-        module, function = source.split(":")
-        code = (f"import importlib; from attnlab.theory.precompile import compile_all; "
-                f"compile_all(importlib.import_module({module!r}).{function}())")
+        code = ("import importlib; from attnlab.theory.precompile import compile_all; "
+                + (f"{_call(first)}; " if first else "") + f"compile_all({_call(source)})")
         env = dict(os.environ)
         if numba.config.CACHE_DIR:  # the helper runs elsewhere: a relative cache folder must stay the same
             env["NUMBA_CACHE_DIR"] = os.path.abspath(numba.config.CACHE_DIR)
