@@ -9,6 +9,9 @@ measured and written to ``$ATTNLAB_EXPLORER_REPORT`` or ``explorers-browser.json
 in pytest's temporary folder (and printed with ``-s``); ``benchmarks/bench_explorers.py``
 reports them.
 
+Every page of the book is also opened at a phone's width, where none may be wider than
+the screen.
+
 Needs Debian's ``chromium`` and ``chromium-driver``; without them the test is
 skipped, unless ``ATTNLAB_REQUIRE_BROWSER=1`` (set by ``.ci/run``) makes that a failure.
 """
@@ -243,3 +246,31 @@ def test_explorers_in_the_built_pages(book_html, driver, tmp_path_factory):
     out = Path(os.environ.get("ATTNLAB_EXPLORER_REPORT") or tmp_path_factory.getbasetemp() / "explorers-browser.json")
     out.write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
+
+
+_TYPESET = """
+const done = arguments[arguments.length - 1];
+const typeset = window.MathJax && MathJax.startup && MathJax.startup.promise;
+(typeset || Promise.resolve()).then(() => done(true), () => done(false));"""
+
+
+def test_every_page_fits_a_phone_screen(book_html, driver):
+    """At a phone's width (390 CSS px) no page of the book is wider than the screen (a wider
+    page is shown zoomed out, or scrolls sideways as a whole): code, tables and equations
+    scroll in their own boxes, API signatures and parameter lists wrap
+    (``book/_static/attnlab.css``; the API page was 587 px wide before)."""
+    pages = sorted(book_html.glob("book/**/*.html"))
+    assert len(pages) >= 15, pages
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": False})
+    wide = {}
+    try:
+        for page in pages:
+            driver.get(page.as_uri())
+            driver.execute_async_script(_TYPESET)  # (display equations are laid out by MathJax)
+            width = driver.execute_script("return document.documentElement.scrollWidth")
+            if width > 390:
+                wide[str(page.relative_to(book_html))] = width
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert wide == {}, f"pages wider than a 390 px screen (px): {wide}"

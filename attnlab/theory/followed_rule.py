@@ -80,10 +80,10 @@ POINT_SETS = f"{__name__}:default_point_sets"
 def default_point_sets() -> None:
     """Write the point sets of a solve with the default rules to their disk cache
     (:func:`~attnlab.theory.quadrature.gaussian_points`): the coarse stage's
-    (:meth:`QMCRule.fast`), the cheap rule's and the default's. The compile helper of a fresh
-    process does this first, while that process compiles
-    :func:`~attnlab.theory.kernels.followed_sums_serial`; the first solve then reads them from
-    disk instead of importing ``scipy.stats`` (about 0.8 s) to generate them."""
+    (:meth:`~attnlab.theory.quadrature.QMCRule.fast`), the cheap rule's and the default's.
+    The compile helper of a fresh process does this first, while that process compiles
+    :func:`~attnlab.theory.kernels.followed_sums_serial`; the first solve then reads them
+    from disk instead of importing ``scipy.stats`` (about 0.8 s) to generate them."""
     for rule in (QMCRule.fast(), Quadrature().cheap().qmc, Quadrature().qmc):
         gaussian_points(rule, 6)
 
