@@ -86,6 +86,10 @@ def _check(name, value, lo, hi):
     return v
 
 
+#: Height (px) that a legend of one row below a plot takes from the plot's height.
+_LEGEND_HEIGHT = 60
+
+
 def _figure(ylabel, x_range=None, height=230, title=None):
     from bokeh.plotting import figure
 
@@ -120,7 +124,7 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
                               line_width=1.5, name="alpha_c"),
                  cursor=Span(location=0, dimension="height", line_color="#999999", line_width=1, name="cursor"))
     x_range = None
-    figs = []
+    figs, legends = [], []
     for f in fields:
         fig = _figure(_LABELS[f], x_range=x_range)
         x_range = fig.x_range
@@ -134,8 +138,16 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
         fig.add_layout(spans["cursor"])
         if decorate is not None:
             decorate(fig, f, items)
-        fig.add_layout(Legend(items=items, location="center", orientation="horizontal", click_policy="hide",
-                              spacing=14), "below")
+        if legends and len(items) == len(BRANCHES):
+            # the branches only: one legend under the first plot serves every plot (on a phone the
+            # plots are stacked, and each legend took a line of its own); a click hides the branch in all
+            for item, (_, renderers) in zip(legends[0].items, items):
+                item.renderers += renderers
+            fig.height -= _LEGEND_HEIGHT  # (the height holds the legend: the same plot area as the first)
+        else:
+            legends.append(Legend(items=items, location="center", orientation="horizontal", click_policy="hide",
+                                  spacing=14))
+            fig.add_layout(legends[-1], "below")
         figs.append(fig)
     readout = Div(text="", name="readout", sizing_mode="stretch_width")
     dense_index = [int(np.flatnonzero(np.isclose(grid.omegas_dense, w))[0]) for w in grid.omegas]

@@ -97,6 +97,29 @@ def test_curve_explorers_start_on_the_requested_slice(tmp_path):
     assert 'class="attnlab-explorer"' in html and "transition-explorer" in html
 
 
+def test_curve_explorers_have_one_legend_for_their_stacked_plots(tmp_path):
+    """The overlap explorer's three plots share one legend (under the first): on a phone the
+    plots are stacked and a legend under each took a line of its own. Each entry holds the
+    branch's line in every plot (a click hides it in all three), and the plots below keep
+    the first one's plot area. The transition explorer's two plots too (its thresholds and
+    the linear baseline are named in its heading, not in a legend)."""
+    from bokeh.models import Legend
+    from bokeh.plotting import figure
+
+    g = load_explorer_grid(_synthetic_grid(tmp_path / "g.csv"))
+    over = ex.overlaps_explorer(g)
+    figs = [m for m in over.references() if isinstance(m, figure)]
+    legends = [m for m in over.references() if isinstance(m, Legend)]
+    assert len(figs) == 3 and len(legends) == 1
+    assert [len(item.renderers) for item in legends[0].items] == [3, 3]
+    assert {r for item in legends[0].items for r in item.renderers} == {r for f in figs for r in f.renderers
+                                                                         if r.glyph.__class__.__name__ == "Line"}
+    assert sorted(f.height for f in figs) == [230 - ex._LEGEND_HEIGHT] * 2 + [230]
+    trans = ex.transition_explorer(g)
+    legends = [m for m in trans.references() if isinstance(m, Legend)]
+    assert len(legends) == 1 and [len(item.renderers) for item in legends[0].items] == [2, 2]
+
+
 def test_phase_explorer_and_gd_map(tmp_path):
     g = load_explorer_grid(_synthetic_grid(tmp_path / "g.csv"))
     runs = dict(omega=np.array([0.1, 0.1, 0.1, 0.1]), alpha=np.array([0.5] * 4), sigma=np.full(4, 0.5),
