@@ -87,7 +87,7 @@ def _check(name, value, lo, hi):
 
 
 #: Height (px) that a legend of one row below a plot takes from the plot's height.
-_LEGEND_HEIGHT = 60
+_LEGEND_HEIGHT = 62
 
 
 def _figure(ylabel, x_range=None, height=230, title=None):

@@ -806,12 +806,38 @@ def test_lane_helper_writes_the_default_point_sets_first(tmp_path):
             "q = quadrature.Quadrature().qmc\n"
             "fresh = quadrature._sobol_gaussians(q.log2_points, q.scrambles, q.seed, 6, '')\n"
             "print(read, np.array_equal(fresh, quadrature.gaussian_points(q, 6)))")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), ATTNLAB_CACHE_DIR=str(tmp_path / "points"))
+    # relative cache folders, as a user may set them: the helper runs in another folder
+    env = dict(os.environ, NUMBA_CACHE_DIR="numba", ATTNLAB_CACHE_DIR="points")
     env.pop("ATTNLAB_COMPILE_HELPER", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                         check=True)
+                         check=True, cwd=tmp_path)
     assert out.stdout.split() == ["False", "True"], out.stdout
     assert len(list((tmp_path / "points").rglob("output.pkl"))) == 3
+
+
+def test_no_point_sets_are_made_for_a_cache_that_is_not_there(monkeypatch, tmp_path):
+    """With no disk cache (ATTNLAB_CACHE_DIR empty) the helper would make point sets that nobody
+    reads: it makes none."""
+    from attnlab.theory import followed_rule
+    made = []
+    monkeypatch.setattr(followed_rule, "gaussian_points", lambda rule, dim: made.append(rule))
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", "")
+    followed_rule.default_point_sets()
+    assert made == []
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
+    followed_rule.default_point_sets()
+    assert len(made) == 3
+
+
+def test_proximal_and_descend_name_a_bad_V():
+    """V must be finite and positive: the kernels (numba's numpy error model) would return NaN
+    for V = 0, and descend memory it never wrote; the public functions raise instead."""
+    from attnlab.theory.channel import descend, moreau_envelope, proximal
+    for V in (0.0, -1.0, float("nan"), float("inf")):
+        for call in (lambda: proximal(0.1, 0.2, 0.5, 0.5, V, 0.5), lambda: moreau_envelope(0.1, 0.2, 0.5, 0.5, V, 0.5),
+                     lambda: descend(0.1, 0.2, 0.5, 0.5, V, 0.5, start=(0.1, 0.2))):
+            with pytest.raises(ValueError, match="V must be finite"):
+                call()
 
 
 def test_compile_helper_is_waited_for_in_every_thread(monkeypatch):

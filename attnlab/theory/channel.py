@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
+from ..params import check_positive
 from . import kernels
 from .quadrature import eta_rule, symmetry_of, tensor_rule
 
@@ -111,7 +112,13 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
         The global minimiser.
     M : ndarray, shape (N,)
         The Moreau envelope ``min_h [...]``.
+
+    Raises
+    ------
+    ValueError
+        If ``V`` or ``sigma`` is not finite and positive.
     """
+    V, sigma = check_positive("V", V), check_positive("sigma", sigma)
     w1, w2, T11, T22 = (np.asarray(v, dtype=float) for v in np.broadcast_arrays(w1, w2, T11, T22))
     shape = w1.shape
     w1, w2, T11, T22 = (v.ravel() for v in (w1, w2, T11, T22))
@@ -162,7 +169,13 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
     -------
     h1, h2, F : ndarray, shape (N,)
         The local minimiser and the objective there (the local Moreau envelope).
+
+    Raises
+    ------
+    ValueError
+        If ``V`` or ``sigma`` is not finite and positive.
     """
+    V, sigma = check_positive("V", V), check_positive("sigma", sigma)
     w1, w2, T11, T22, s1, s2 = (np.ascontiguousarray(v, dtype=float).ravel()
                                 for v in np.broadcast_arrays(w1, w2, T11, T22, *start))
     return _multistart(s1[None], s2[None], w1, w2, T11, T22, V, sigma, iterations)

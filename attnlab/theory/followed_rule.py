@@ -37,7 +37,7 @@ from numba import types
 from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
 from . import kernels, precompile
 from .channel import MOMENTS, SIGNS, ChannelMoments, field_scales, fields
-from .quadrature import QMCRule, Quadrature, gaussian_points
+from .quadrature import QMCRule, Quadrature, gaussian_points, points_cache_dir
 
 __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
            "followed_tolerance", "LANE_KERNELS", "lane_kernels", "POINT_SETS", "default_point_sets"]
@@ -83,7 +83,10 @@ def default_point_sets() -> None:
     (:meth:`~attnlab.theory.quadrature.QMCRule.fast`), the cheap rule's and the default's.
     The compile helper of a fresh process does this first, while that process compiles
     :func:`~attnlab.theory.kernels.followed_sums_serial`; the first solve then reads them
-    from disk instead of importing ``scipy.stats`` (about 0.8 s) to generate them."""
+    from disk instead of importing ``scipy.stats`` (about 0.8 s) to generate them. Nothing
+    where there is no disk cache (``ATTNLAB_CACHE_DIR`` empty, a folder that cannot be written)."""
+    if points_cache_dir() is None:
+        return
     for rule in (QMCRule.fast(), Quadrature().cheap().qmc, Quadrature().qmc):
         gaussian_points(rule, 6)
 
@@ -98,7 +101,8 @@ def _sums_kernel():
         precompile.start(LANE_KERNELS, lane_kernels(), first=POINT_SETS)
         if precompile.running(LANE_KERNELS):
             serial = kernels.followed_sums_serial
-            precompile.compile_all({serial: argtypes for argtypes in lane_kernels().values()})
+            if not serial.signatures:  # (compile takes numba's global lock even when it has nothing to do)
+                precompile.compile_all({serial: argtypes for argtypes in lane_kernels().values()})
             return serial
     return lanes
 

@@ -30,9 +30,13 @@ is computed as by one serial call, so results do not depend on the number of cor
 :func:`direction` is inlined by numba (``inline="always"``), and only into
 :func:`lane_directions`, so that LLVM vectorises that loop; LLVM inlines the other small
 functions at less compilation cost. The per-point functions and the followed minimiser's
-loops have numba's ``error_model="numpy"``: no test for a division by zero (their divisors
-are ``V > 0``, ``scale > 0`` and sums of 1 and absolute values), which compiles about 0.3 s
-faster and gives the same results bit for bit.
+loops (:func:`sigmoid`, :func:`objective`, :func:`teacher`, :func:`direction`, :func:`newton`,
+:func:`followed_start`, :func:`followed_row`, :func:`followed_sums_serial`, :func:`followed_sums`)
+have numba's ``error_model="numpy"``: no test for a division by zero, which compiles about 0.3 s
+faster and gives the same results bit for bit. Their divisors are ``V``, ``scale > 0``, sums of 1
+and absolute values, and a shifted Hessian's determinant (:func:`direction`); ``V > 0`` is the
+callers' to check (:func:`attnlab.theory.channel.proximal` and ``descend`` raise ``ValueError``,
+the solver's overlaps have ``V > 0``): with ``V = 0`` the kernels return NaN.
 
 Notation: ``h`` the student preactivations, ``w`` the student field, ``T11, T22``
 the diagonal of the teacher attention, ``V`` the proximal scale, ``s2 = sigma^2``;
@@ -245,9 +249,10 @@ def multistart_newton(s1, s2, w1, w2, T11, T22, V, sigma, iterations, tol):
     Returns
     -------
     h1, h2, F : ndarray, shape (N,)
+        NaN, NaN, ``inf`` at a node where no start reached a finite objective (NaN input).
     """
     k, N = s1.shape
-    h1, h2, F = np.empty(N), np.empty(N), np.empty(N)
+    h1, h2, F = np.full(N, np.nan), np.full(N, np.nan), np.empty(N)
     sq = sigma * sigma
     for i in range(N):
         F[i] = np.inf

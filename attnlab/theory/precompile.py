@@ -130,6 +130,8 @@ def start(source: str, kernels: dict, *, first: str | None = None) -> None:
         env = dict(os.environ)
         if numba.config.CACHE_DIR:  # the helper runs elsewhere: a relative cache folder must stay the same
             env["NUMBA_CACHE_DIR"] = os.path.abspath(numba.config.CACHE_DIR)
+        if env.get("ATTNLAB_CACHE_DIR"):  # and so must the point sets' (quadrature.points_cache_dir)
+            env["ATTNLAB_CACHE_DIR"] = os.path.abspath(env["ATTNLAB_CACHE_DIR"])
         try:  # run from the folder holding this attnlab, so that the helper imports this copy
             helper = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

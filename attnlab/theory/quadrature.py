@@ -402,7 +402,7 @@ def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
 
     Kept on disk (``joblib.Memory`` in :func:`points_cache_dir`, keyed by the rule, ``dim``
     and the numpy and scipy versions): a new session reads them instead of importing
-    ``scipy.stats`` (a third of a second) and generating them. If the cache cannot be read
+    ``scipy.stats`` (0.8-1.2 s on two cores) and generating them. If the cache cannot be read
     or written (permissions, a full disk), the points are generated, silently.
     """
     import warnings
