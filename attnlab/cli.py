@@ -470,12 +470,24 @@ def _main(argv) -> int:
             return 1
         finally:
             _print_warnings(caught)
-    if getattr(args, "json", False):
-        print(json.dumps(_json_safe(result), allow_nan=False))
-    else:
-        _print_summary(result)
+    try:
+        if getattr(args, "json", False):
+            print(json.dumps(_json_safe(result), allow_nan=False))
+        else:
+            _print_summary(result)
+    except BrokenPipeError:  # the reader went away (`| head -c 1`, unbuffered output): it has what it took
+        _stdout_to_devnull()
     not_converged = isinstance(result, dict) and result.get("converged") is False
     return 3 if not_converged and getattr(args, "strict", True) else 0
+
+
+def _stdout_to_devnull() -> None:
+    """Point the standard output at ``os.devnull``: after a closed pipe, the flushes still to
+    come (the exit's) find nowhere to fail."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 #: Sub-commands that write nothing but their report (stdout, stderr): after them the
@@ -505,6 +517,10 @@ def run() -> None:
             except (OSError, ValueError):  # a closed pipe (e.g. `| head`): what it took is all it gets
                 pass
         os._exit(code)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # a closed pipe (e.g. `| head`): not an error of this program
+        _stdout_to_devnull()
     sys.exit(code)
 
 
