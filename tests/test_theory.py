@@ -1,5 +1,6 @@
 """State evolution against independent computations: brute-force proximal
 search, finite differences, 2-D integrals, and gradient descent at finite d."""
+import contextlib
 import json
 import os
 import subprocess
@@ -955,3 +956,50 @@ def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
     assert "_continue" in compiled and ("_integrate" in compiled) != helper, compiled
     here = solve_state_evolution(P0, 1.0, "positional", quad=Quadrature.fast(), minimizer="global")
     assert cold == json.loads(json.dumps(here.to_dict())) and eps_g == here.eps_g
+
+
+def test_points_read_in_two_threads_at_once_leave_the_warning_filters_alone(tmp_path, monkeypatch):
+    """find_transition solves its branches in two threads, which ask for the same point set at
+    once. The warning filters are the process's: a catch_warnings around the disk cache, entered
+    by both threads at once, left them ignoring every warning (the CLI's 'no crossing' warning was
+    lost, and so would a ConvergenceWarning be). Here both threads are held inside the cache
+    call together where they can be (1 s at most; the second starts once the first is in), the
+    second one leaving last, and a warning after them must still be recorded."""
+    import threading
+    import time
+    import warnings
+
+    import joblib
+
+    from attnlab.theory.quadrature import QMCRule, _sobol_gaussians, gaussian_points
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
+    inside, first_inside = threading.Barrier(2), threading.Event()
+
+    class Memory:  # joblib.Memory whose cached call waits for the other thread, if it can come in
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def cache(self, function):
+            def call(*args):
+                second = first_inside.is_set()
+                first_inside.set()
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    inside.wait(timeout=1.0)
+                if second:  # the second one in leaves last
+                    time.sleep(0.2)
+                return function(*args)
+            return call
+
+    monkeypatch.setattr(joblib, "Memory", Memory)
+    rule = QMCRule(log2_points=6, scrambles=1, seed=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=gaussian_points.__wrapped__, args=(rule,)) for _ in range(2)]
+        threads[0].start()
+        first_inside.wait(timeout=5.0)  # the second thread starts once the first is in the cache call
+        threads[1].start()
+        for t in threads:
+            t.join()
+        warnings.warn("after the points", RuntimeWarning)
+    assert [str(w.message) for w in caught] == ["after the points"]
+    assert np.array_equal(gaussian_points.__wrapped__(rule), _sobol_gaussians(6, 1, 3, 6, ""))

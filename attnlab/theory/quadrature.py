@@ -36,6 +36,7 @@ Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -391,6 +392,12 @@ def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, vers
     return np.ascontiguousarray(ndtri(u).T)
 
 
+#: One thread at a time reads or writes the point sets' disk cache (the branches of
+#: :func:`~attnlab.theory.thresholds.find_transition` are solved in two threads and ask for
+#: the same points at once): each set is made once, and joblib writes no entry twice at once.
+_points_lock = threading.Lock()
+
+
 @lru_cache(maxsize=8)
 def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     """Standard Gaussian points of ``rule``, shape ``(dim, rule.points)``, read-only.
@@ -403,20 +410,20 @@ def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     Kept on disk (``joblib.Memory`` in :func:`points_cache_dir`, keyed by the rule, ``dim``
     and the numpy and scipy versions): a new session reads them instead of importing
     ``scipy.stats`` (0.8-1.2 s on two cores) and generating them. If the cache cannot be read
-    or written (permissions, a full disk), the points are generated, silently.
+    or written (permissions, a full disk), the points are generated; joblib may warn about an
+    entry it could not load or store. The process's warning filters are left alone (they are
+    shared by all threads: a ``warnings.catch_warnings`` here, in two threads at once, left them
+    ignoring every warning, e.g. the CLI's and ``ConvergenceWarning``).
     """
-    import warnings
-
     import joblib
     import scipy
 
     args = (rule.log2_points, rule.scrambles, rule.seed, dim, f"numpy {np.__version__}, scipy {scipy.__version__}")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # (joblib warns where it cannot load or store an entry)
+    with _points_lock:
+        try:
             pts = joblib.Memory(points_cache_dir(), verbose=0).cache(_sobol_gaussians)(*args)
-    except Exception:  # noqa: BLE001 -- a cache is an optimisation: any failure of it falls back
-        pts = _sobol_gaussians(*args)
+        except Exception:  # noqa: BLE001 -- a cache is an optimisation: any failure of it falls back
+            pts = _sobol_gaussians(*args)
     pts = np.ascontiguousarray(pts)
     pts.setflags(write=False)
     return pts
