@@ -1,4 +1,4 @@
-"""Command-line interface: ``attnlab train | theory | transition | phase-diagram | counting | reproduce``.
+"""Command-line interface: ``attnlab train | theory | transition | phase-diagram | counting | reproduce | warm-up``.
 
 Every sub-command prints a readable summary, or one JSON object with ``--json``.
 Invalid input prints one line ``attnlab: error: ...`` and exits with code 2; a
@@ -357,6 +357,21 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+# ----------------------------------------------------------------------------- caches
+
+def _cmd_warm_up(args) -> dict:
+    from .theory.warmup import warm_caches
+
+    return warm_caches().to_dict()
+
+
+def _add_warm_up(sub) -> None:
+    p = sub.add_parser("warm-up", help="compile the kernels and write the point sets into their caches, for the "
+                                       "sessions to come (e.g. when building a Binder or JupyterHub image)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_warm_up)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``attnlab`` command, every sub-command (building it imports nothing heavy)."""
     from . import __version__
@@ -364,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineErrorParser(prog="attnlab", description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_train, _add_state_evolution, _add_counting, _add_reproduce):
+    for add in (_add_train, _add_state_evolution, _add_counting, _add_reproduce, _add_warm_up):
         add(sub)
     return parser
 

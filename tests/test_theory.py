@@ -754,7 +754,7 @@ def test_compile_helper_only_where_it_can_help(monkeypatch):
     import numba
 
     from attnlab.theory import precompile
-    monkeypatch.setattr(precompile, "_in_cache", lambda d: False)
+    monkeypatch.setattr(precompile, "in_cache", lambda d: False)
     monkeypatch.setattr(precompile, "threads", lambda: 2)
     monkeypatch.setattr(joblib, "cpu_count", lambda *a, **k: 2)
     fresh, compiled = (type("Dispatcher", (), {"signatures": sigs})() for sigs in ([], [()]))
@@ -893,7 +893,7 @@ def test_split_rule_kernels_are_compiled_again_after_kernels_py_changes(tmp_path
             "    def on_end(self, ev): pass\n"
             "event.register('numba:compile', L())\n"
             "from attnlab.theory import precompile, split_rule\n"
-            "fresh = precompile._in_cache(split_rule._field_point)\n"
+            "fresh = precompile.in_cache(split_rule._field_point)\n"
             "split_rule._field_point(0.1, 0.6, 0.8, 0.2, 0.3, -0.4, 0.9, 0.1, 0.5, 0.7, 0.3, 0.5, 0.5)\n"
             "print(json.dumps([split_rule.__file__, fresh, names]))")
     env = dict(os.environ, PYTHONPATH=str(src), NUMBA_CACHE_DIR=str(tmp_path / "cache"))
@@ -925,8 +925,8 @@ def test_cache_keying_is_best_effort():
 
     kernels.key_cache_on_kernels(object())  # no cache at all
     kernels.key_cache_on_kernels(SimpleNamespace(_cache=SimpleNamespace(_cache_file=object(), _impl=object())))
-    assert precompile._in_cache(object())  # caching off: nothing to share
-    assert not precompile._in_cache(SimpleNamespace(_cache=SimpleNamespace(_cache_file=SimpleNamespace(
+    assert precompile.in_cache(object())  # caching off: nothing to share
+    assert not precompile.in_cache(SimpleNamespace(_cache=SimpleNamespace(_cache_file=SimpleNamespace(
         _load_index=broken))))
 
 
@@ -956,6 +956,52 @@ def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
     assert "_continue" in compiled and ("_integrate" in compiled) != helper, compiled
     here = solve_state_evolution(P0, 1.0, "positional", quad=Quadrature.fast(), minimizer="global")
     assert cold == json.loads(json.dumps(here.to_dict())) and eps_g == here.eps_g
+
+
+def test_after_warm_up_a_fresh_session_compiles_nothing_and_solves_the_same(tmp_path):
+    """`attnlab warm-up` (what Binder's postBuild runs) fills empty numba and point caches; a
+    fresh process then solves a followed and a global fixed point, the thresholds and a
+    proximal operator without compiling anything (numba's compile events), without a helper
+    process and without generating point sets (no scipy.stats), and its fixed points equal,
+    bit for bit, the ones solved in this process."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), ATTNLAB_CACHE_DIR=str(tmp_path / "points"))
+    for name in ("ATTNLAB_COMPILE_HELPER", "NUMBA_NUM_THREADS", "NUMBA_DISABLE_JIT"):  # the defaults
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-m", "attnlab.cli", "warm-up", "--json"], env=env, capture_output=True,
+                         text=True, timeout=900, cwd=tmp_path)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    report = json.loads(out.stdout)
+    assert report["numba_cache"].startswith(str(tmp_path / "numba")) and report["points_cache"] == str(tmp_path / "points")
+    assert report["kernels"] >= 20 and len(list((tmp_path / "points").rglob("output.pkl"))) == 3
+    code = ("import json, sys; import numpy as np; from numba.core import event; from attnlab import ModelParams\n"
+            "from attnlab.theory import channel, find_transition, precompile, solve_state_evolution as s\n"
+            "names = []\n"
+            "class L(event.Listener):\n"
+            "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
+            "    def on_end(self, ev): pass\n"
+            "event.register('numba:compile', L())\n"
+            "p = ModelParams(sigma=0.5, lam=0.01, omega=0.3)\n"
+            "f, g = s(p, 1.0), s(p, 1.0, 'positional', minimizer='global')\n"
+            "t = find_transition(p)\n"
+            "channel.proximal(np.array([0.1]), np.array([0.2]), np.array([0.5]), np.array([0.5]), 0.3, 0.5)\n"
+            "helpers = [k for k, v in precompile._helpers.items() if v is not None]\n"
+            "print(json.dumps([f.to_dict(), g.to_dict(), t.alpha_c, names, helpers, 'scipy.stats' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                         check=True, cwd=tmp_path)
+    f, g, alpha_c, compiled, helpers, generated = json.loads(out.stdout.strip().splitlines()[-1])
+    assert compiled == [] and helpers == [] and not generated, (compiled, helpers, generated)
+    assert f == json.loads(json.dumps(solve_state_evolution(P0, 1.0).to_dict()))
+    assert g == json.loads(json.dumps(solve_state_evolution(P0, 1.0, "positional", minimizer="global").to_dict()))
+    assert abs(alpha_c - 1.24) < 0.01
+
+
+def test_warm_up_reports_a_cache_numba_could_not_write(monkeypatch):
+    """Where numba's cache lacks a kernel after the warm-up (a read-only folder), warm_caches
+    raises OSError naming NUMBA_CACHE_DIR (the CLI: one line, exit code 1), not success."""
+    from attnlab.theory import warmup
+    monkeypatch.setattr(warmup, "in_cache", lambda dispatcher: False)
+    with pytest.raises(OSError, match="NUMBA_CACHE_DIR"):
+        warmup.warm_caches()
 
 
 def test_points_read_in_two_threads_at_once_leave_the_warning_filters_alone(tmp_path, monkeypatch):

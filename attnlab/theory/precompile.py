@@ -51,7 +51,7 @@ import numba
 
 from .kernels import threads
 
-__all__ = ["WAIT_SECONDS", "wanted", "start", "running", "wait", "compile_all"]
+__all__ = ["WAIT_SECONDS", "in_cache", "wanted", "start", "running", "wait", "compile_all"]
 
 #: Longest wait for the helper before compiling here instead (seconds).
 WAIT_SECONDS = 60.0
@@ -69,10 +69,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_helper)
 
 
-def _in_cache(dispatcher) -> bool:
+def in_cache(dispatcher) -> bool:
     """Whether numba's cache holds an index for ``dispatcher`` written by an earlier process
     for the present source files (not a stale one, which numba ignores:
-    :func:`~attnlab.theory.kernels.key_cache_on_kernels`)."""
+    :func:`~attnlab.theory.kernels.key_cache_on_kernels`).
+
+    Parameters
+    ----------
+    dispatcher : numba dispatcher
+
+    Returns
+    -------
+    bool
+        ``True`` also where the dispatcher has no cache (caching off: nothing to share);
+        ``False`` where the index is missing, unreadable or of other sources or another numba.
+    """
     cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
     if not hasattr(cache_file, "_load_index"):
         return True  # caching is off: nothing to share
@@ -93,7 +104,7 @@ def wanted(kernels) -> bool:
         return False
     if numba.config.DISABLE_JIT or threads() < 2:  # (without the JIT the kernels are Python functions)
         return False
-    if all(d.signatures or _in_cache(d) for d in kernels):
+    if all(d.signatures or in_cache(d) for d in kernels):
         return False
     import joblib  # (only here, on a cold cache: its import takes 0.2-0.5 s)
     return joblib.cpu_count() >= 2  # a container's CPU quota too (Binder: often one core of many)
