@@ -368,7 +368,7 @@ def _cmd_warm_up(args) -> dict:
 def _add_warm_up(sub) -> None:
     p = sub.add_parser("warm-up", help="compile the kernels and write the point sets into their caches, for the "
                                        "sessions to come (e.g. when building a Binder or JupyterHub image)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=_cmd_warm_up)
 
 
@@ -409,6 +409,20 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+#: Interrupts (SIGINT, SIGTERM) that Python swallowed during a command: raised inside a
+#: finaliser, e.g. llvmlite's while numba compiles, they are only reported ("Exception
+#: ignored in ...") and the command goes on. :func:`main` collects them here
+#: (``sys.unraisablehook``) and ends the command as interrupted.
+_swallowed: list = []
+
+
+def _unraisable(info) -> None:
+    if issubclass(info.exc_type, KeyboardInterrupt):
+        _swallowed.append(str(info.exc_value) or "SIGINT")
+    else:
+        sys.__unraisablehook__(info)
+
+
 def _print_warnings(caught) -> None:
     """One line per distinct warning message (a repeated one with its count)."""
     counts: dict = {}
@@ -428,13 +442,16 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # SIGTERM (a killed job) unwinds like Ctrl-C: sweeps cancel pending runs and leave consistent files
     previous = signal.signal(signal.SIGTERM, _interrupted)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
+    _swallowed.clear()
     try:
         return _main(argv)
     except KeyboardInterrupt as exc:  # (also while importing)
-        print(f"attnlab: error: interrupted by {exc or 'SIGINT'}", file=sys.stderr)
+        print(f"attnlab: error: interrupted by {str(exc) or 'SIGINT'}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = previous_hook
 
 
 def _interrupt_in(exc: BaseException) -> BaseException | None:
@@ -468,7 +485,11 @@ def _main(argv) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = args.func(args)
+            try:
+                result = args.func(args)
+            finally:  # an interrupt swallowed on the way ends the command (whatever it returned or raised)
+                if _swallowed:
+                    raise KeyboardInterrupt(_swallowed[0]) from None
         except (ValueError, TypeError) as exc:
             print(f"attnlab: error: {exc}", file=sys.stderr)
             return 2

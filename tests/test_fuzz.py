@@ -33,6 +33,7 @@ CLI_BASE = {
     "phase-diagram": ["--omegas", "0.3", "--workers", "1"],
     "counting": ["--epochs", "1", "--n-train", "16", "--n-test", "8", "--batch-size", "8", "--no-progress"],
     "reproduce": ["overlaps-vs-alpha", "--quick", "--no-progress", "--no-plot", "--out", "res"],
+    "warm-up": [],
 }
 #: Free-text options for which a string like "abc" is a legitimate value (a path).
 CLI_FREE_TEXT = {"--out"}

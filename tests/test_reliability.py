@@ -437,6 +437,37 @@ def test_sigterm_gives_one_line():
     assert err.strip().splitlines()[-1] == "attnlab: error: interrupted by SIGTERM"
 
 
+def test_an_interrupt_swallowed_by_a_finaliser_still_ends_the_command(capsys, monkeypatch):
+    """SIGTERM or Ctrl-C raised inside a finaliser (llvmlite's, while numba compiles) is only
+    reported by Python ("Exception ignored in ...") and the command went on: a warm-up killed
+    this way once printed its success report and exited 0. The command now ends as
+    interrupted: no report, one line, exit 1; and Ctrl-C is named."""
+    import attnlab.cli as cli
+
+    class Finaliser:
+        def __del__(self):
+            raise KeyboardInterrupt("SIGTERM")
+
+    def swallowed(args):
+        Finaliser()  # collected at once: its interrupt goes to sys.unraisablehook
+        return {"done": True}
+
+    def failing_after_it(args):
+        Finaliser()
+        raise RuntimeError("no compiled object yet")
+
+    def ctrl_c(args):
+        raise KeyboardInterrupt()
+
+    hook = sys.unraisablehook
+    for command in (swallowed, failing_after_it, ctrl_c):
+        monkeypatch.setattr(cli, "_cmd_warm_up", command)
+        code, out, err = run_cli(capsys, "warm-up")
+        name = "SIGINT" if command is ctrl_c else "SIGTERM"
+        assert (code, out, err) == (1, "", f"attnlab: error: interrupted by {name}\n"), (command, err)
+    assert sys.unraisablehook is hook  # restored after the command
+
+
 # ----------------------------------------------------------------------------- item 11
 
 def _data():

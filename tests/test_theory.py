@@ -17,6 +17,14 @@ from reference import T as ref_T, gauss2
 
 P0 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)
 
+#: Code for a child process: numba's compile events, the compiled functions' names in ``names``
+#: (its code must import ``event`` from ``numba.core`` first).
+COMPILE_LISTENER = ("names = []\n"
+                    "class L(event.Listener):\n"
+                    "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
+                    "    def on_end(self, ev): pass\n"
+                    "event.register('numba:compile', L())\n")
+
 
 def _objective(h1, h2, w1, w2, T11, T22, V, sigma):
     """The proximal objective ``|h - w|^2 / (2V) + l(h, T)`` in plain numpy."""
@@ -887,11 +895,7 @@ def test_split_rule_kernels_are_compiled_again_after_kernels_py_changes(tmp_path
     src = tmp_path / "src"
     shutil.copytree(Path(attnlab.__file__).parent, src / "attnlab", ignore=shutil.ignore_patterns("__pycache__"))
     code = ("import json; from numba.core import event\n"
-            "names = []\n"
-            "class L(event.Listener):\n"
-            "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
-            "    def on_end(self, ev): pass\n"
-            "event.register('numba:compile', L())\n"
+            + COMPILE_LISTENER +
             "from attnlab.theory import precompile, split_rule\n"
             "fresh = precompile.in_cache(split_rule._field_point)\n"
             "split_rule._field_point(0.1, 0.6, 0.8, 0.2, 0.3, -0.4, 0.9, 0.1, 0.5, 0.7, 0.3, 0.5, 0.5)\n"
@@ -938,11 +942,7 @@ def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
     import joblib
     code = ("import json; from numba.core import event; from attnlab import ModelParams\n"
             "from attnlab.theory import Quadrature, solve_state_evolution as s\n"
-            "names = []\n"
-            "class L(event.Listener):\n"
-            "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
-            "    def on_end(self, ev): pass\n"
-            "event.register('numba:compile', L())\n"
+            + COMPILE_LISTENER +
             "r = s(ModelParams(sigma=0.5, lam=0.01, omega=0.3), 1.0, 'positional', quad=Quadrature.fast(), "
             "minimizer='global')\n"
             "print(json.dumps([r.to_dict(), r.eps_g, names]))")
@@ -960,8 +960,8 @@ def test_cold_start_with_the_compile_helper_equals_the_warm_solve(tmp_path):
 
 def test_after_warm_up_a_fresh_session_compiles_nothing_and_solves_the_same(tmp_path):
     """`attnlab warm-up` (what Binder's postBuild runs) fills empty numba and point caches; a
-    fresh process then solves a followed and a global fixed point, the thresholds and a
-    proximal operator without compiling anything (numba's compile events), without a helper
+    fresh process then solves a followed and a global fixed point, the thresholds and the
+    proximal operators (on read-only arrays too) without compiling anything (numba's compile events), without a helper
     process and without generating point sets (no scipy.stats), and its fixed points equal,
     bit for bit, the ones solved in this process."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), ATTNLAB_CACHE_DIR=str(tmp_path / "points"))
@@ -975,15 +975,13 @@ def test_after_warm_up_a_fresh_session_compiles_nothing_and_solves_the_same(tmp_
     assert report["kernels"] >= 20 and len(list((tmp_path / "points").rglob("output.pkl"))) == 3
     code = ("import json, sys; import numpy as np; from numba.core import event; from attnlab import ModelParams\n"
             "from attnlab.theory import channel, find_transition, precompile, solve_state_evolution as s\n"
-            "names = []\n"
-            "class L(event.Listener):\n"
-            "    def on_start(self, ev): names.append(ev.data['dispatcher'].py_func.__name__)\n"
-            "    def on_end(self, ev): pass\n"
-            "event.register('numba:compile', L())\n"
+            + COMPILE_LISTENER +
             "p = ModelParams(sigma=0.5, lam=0.01, omega=0.3)\n"
             "f, g = s(p, 1.0), s(p, 1.0, 'positional', minimizer='global')\n"
             "t = find_transition(p)\n"
-            "channel.proximal(np.array([0.1]), np.array([0.2]), np.array([0.5]), np.array([0.5]), 0.3, 0.5)\n"
+            "w = np.array([0.1, 0.4]); w.setflags(write=False)  # (e.g. rows of a point set)\n"
+            "channel.proximal(w, np.array([0.2]), np.array([0.5]), np.array([0.5]), 0.3, 0.5)\n"
+            "channel.descend(w, w[::-1], 0.5, 0.5, 0.3, 0.5, start=(w, w))\n"
             "helpers = [k for k, v in precompile._helpers.items() if v is not None]\n"
             "print(json.dumps([f.to_dict(), g.to_dict(), t.alpha_c, names, helpers, 'scipy.stats' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
@@ -1049,3 +1047,25 @@ def test_points_read_in_two_threads_at_once_leave_the_warning_filters_alone(tmp_
         warnings.warn("after the points", RuntimeWarning)
     assert [str(w.message) for w in caught] == ["after the points"]
     assert np.array_equal(gaussian_points.__wrapped__(rule), _sobol_gaussians(6, 1, 3, 6, ""))
+
+
+def test_a_process_forked_while_another_thread_reads_points_can_read_them(tmp_path):
+    """A child forked while a thread of its parent holds the point sets' lock (a user's fork
+    pool beside a solve) gets its own lock: it reads its points instead of waiting forever."""
+    code = ("import os, signal, threading\n"
+            "from attnlab.theory import quadrature as q\n"
+            "held, release = threading.Event(), threading.Event()\n"
+            "def hold():\n"
+            "    with q._points_lock:\n"
+            "        held.set(); release.wait()\n"
+            "t = threading.Thread(target=hold); t.start(); held.wait()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    signal.alarm(20)\n"
+            "    q.gaussian_points.__wrapped__(q.QMCRule(log2_points=6, scrambles=1, seed=5))\n"
+            "    os._exit(0)\n"
+            "release.set(); t.join()\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, ATTNLAB_CACHE_DIR=str(tmp_path)),
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["0"], (out.stdout, out.stderr)

@@ -119,19 +119,25 @@ def proximal(w1, w2, T11, T22, V: float, sigma: float, *, grid=(6, 16), starts: 
         If ``V`` or ``sigma`` is not finite and positive.
     """
     V, sigma = check_positive("V", V), check_positive("sigma", sigma)
-    w1, w2, T11, T22 = (np.asarray(v, dtype=float) for v in np.broadcast_arrays(w1, w2, T11, T22))
-    shape = w1.shape
-    w1, w2, T11, T22 = (v.ravel() for v in (w1, w2, T11, T22))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (w1, w2, T11, T22)))
+    w1, w2, T11, T22 = _flat_arrays(w1, w2, T11, T22)
     if warm is None:
         gx, gy = _polar_grid(*grid)
         h1, h2, F = kernels.over_nodes(kernels.global_search, (gx, gy, w1, w2, T11, T22, float(V), float(sigma),
                                                                int(starts), int(iterations)),
                                        (None, None, 0, 0, 0, 0, None, None, None, None), (0, 0, 0), w1.size, 256)
     else:
-        p1, p2 = (np.asarray(v, dtype=float).ravel() for v in warm)
+        p1, p2 = _flat_arrays(*warm)
         h1, h2, F = _multistart(np.stack([w1, p1, -p1]), np.stack([w2, p2, -p2]), w1, w2, T11, T22, V, sigma,
                                 iterations)
     return h1.reshape(shape), h2.reshape(shape), F.reshape(shape)
+
+
+def _flat_arrays(*arrays):
+    """``arrays`` broadcast together, as new writable C-contiguous float64 vectors: the one
+    argument type the kernels are compiled (and cached, ``attnlab warm-up``) for, whatever
+    the input (read-only point sets, strided views, lists, float32)."""
+    return [np.array(v, dtype=float, order="C").ravel() for v in np.broadcast_arrays(*arrays)]
 
 
 def _multistart(s1, s2, w1, w2, T11, T22, V, sigma, iterations):
@@ -176,8 +182,7 @@ def descend(w1, w2, T11, T22, V: float, sigma: float, *, start, iterations: int 
         If ``V`` or ``sigma`` is not finite and positive.
     """
     V, sigma = check_positive("V", V), check_positive("sigma", sigma)
-    w1, w2, T11, T22, s1, s2 = (np.ascontiguousarray(v, dtype=float).ravel()
-                                for v in np.broadcast_arrays(w1, w2, T11, T22, *start))
+    w1, w2, T11, T22, s1, s2 = _flat_arrays(w1, w2, T11, T22, *start)
     return _multistart(s1[None], s2[None], w1, w2, T11, T22, V, sigma, iterations)
 
 

@@ -398,6 +398,15 @@ def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, vers
 _points_lock = threading.Lock()
 
 
+def _new_points_lock() -> None:  # a forked child has none of the parent's threads, which may hold the lock
+    global _points_lock
+    _points_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_points_lock)
+
+
 @lru_cache(maxsize=8)
 def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     """Standard Gaussian points of ``rule``, shape ``(dim, rule.points)``, read-only.
@@ -411,9 +420,10 @@ def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     and the numpy and scipy versions): a new session reads them instead of importing
     ``scipy.stats`` (0.8-1.2 s on two cores) and generating them. If the cache cannot be read
     or written (permissions, a full disk), the points are generated; joblib may warn about an
-    entry it could not load or store. The process's warning filters are left alone (they are
-    shared by all threads: a ``warnings.catch_warnings`` here, in two threads at once, left them
-    ignoring every warning, e.g. the CLI's and ``ConvergenceWarning``).
+    entry it could not store (``CacheWarning``) and logs one it could not load. The process's
+    warning filters are left alone (they are shared by all threads: a
+    ``warnings.catch_warnings`` here, in two threads at once, left them ignoring every
+    warning, e.g. the CLI's and ``ConvergenceWarning``).
     """
     import joblib
     import scipy

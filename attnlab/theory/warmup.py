@@ -11,10 +11,13 @@ cache (:func:`attnlab.theory.quadrature.points_cache_dir`). A later process then
 them instead: 1.6-1.8 s from its start to a first followed result in place of 4.8-5.3 s,
 measured here (``benchmarks/bench_warm_up.py``).
 
-Numba keys its cache on the source files (their modification times and sizes) and on
-the CPU: a process on a machine with another CPU model, or after attnlab's sources
-changed, compiles again, as without a warm-up. Results are the same either way
-(the same source, signatures and flags).
+Numba keys its cache on the contents of the source files and on the CPU model: a process
+on a machine with another CPU model, or after attnlab's sources changed, compiles again, as
+without a warm-up. Results are the same either way (the same source, signatures and
+flags). Numba only uses a cache folder it can write, and the point sets' folder must be
+writable too (:func:`~attnlab.theory.quadrature.points_cache_dir`): where the sessions run
+as another user than the build, point ``NUMBA_CACHE_DIR`` and ``ATTNLAB_CACHE_DIR`` at one
+folder for both and make it writable by the sessions' user (README, "Teaching the module").
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ class WarmUp:
         ``NUMBA_CACHE_DIR`` if set, else next to the sources, else in the user's cache
         folder); ``None`` with ``NUMBA_DISABLE_JIT`` (nothing is compiled).
     points_cache : str or None
-        Where the point sets were written; ``None`` where there is no disk cache
+        Where the point sets were written (absolute); ``None`` where there is no disk cache
         (``ATTNLAB_CACHE_DIR`` empty, or a folder that cannot be written).
     """
 
@@ -76,8 +79,15 @@ def _dispatchers() -> list:
 
 
 def cached_kernels() -> list:
-    """The qualified names of attnlab's kernels that numba's cache holds for the present
-    sources, sorted (empty with ``NUMBA_DISABLE_JIT``)."""
+    """attnlab's kernels that numba's cache holds for the present sources.
+
+    Returns
+    -------
+    list of str
+        Qualified names (``"attnlab.theory.kernels.newton"``), sorted; empty with
+        ``NUMBA_DISABLE_JIT``. Read from numba's cache index through its private API
+        (:func:`~attnlab.theory.precompile.in_cache`).
+    """
     if numba.config.DISABLE_JIT:
         return []
     return sorted(f"{d.__module__}.{d.__name__}" for d in _dispatchers() if in_cache(d))
@@ -113,7 +123,7 @@ def warm_caches() -> WarmUp:
     start = time.perf_counter()
     followed_rule.default_point_sets()
     folder = points_cache_dir()
-    folder = None if folder is None else str(folder)
+    folder = None if folder is None else str(folder.resolve())
     if numba.config.DISABLE_JIT:  # nothing to compile (and the solves would run in Python)
         return WarmUp(seconds=time.perf_counter() - start, kernels=[], numba_cache=None, points_cache=folder)
     compile_all(followed_rule.lane_kernels())  # (what a first solve hands to helper processes)
