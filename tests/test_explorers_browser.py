@@ -259,7 +259,7 @@ def test_every_page_fits_a_phone_screen(book_html, driver):
     page is shown zoomed out, or scrolls sideways as a whole): code, tables and equations
     scroll in their own boxes, API signatures and parameter lists wrap
     (``book/_static/attnlab.css``; the API page was 587 px wide before), and so does the
-    general index, linked from every page's head (718 px before)."""
+    general index, linked from every page's head (717 px before)."""
     pages = sorted(book_html.glob("book/**/*.html")) + [book_html / "genindex.html", book_html / "py-modindex.html"]
     assert len(pages) >= 17 and all(p.exists() for p in pages), pages
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",

@@ -139,7 +139,6 @@ def warm_caches() -> WarmUp:
                                        f"did not converge (residual {result.residual:.1e})")
     w1, w2, T11, T22 = np.array([0.3, 1.0]), np.array([-0.2, 0.5]), np.array([0.6, 0.9]), np.array([0.4, 0.1])
     channel.proximal(w1, w2, T11, T22, 0.5, params.sigma)
-    channel.moreau_envelope(w1, w2, T11, T22, 0.5, params.sigma)
     channel.descend(w1, w2, T11, T22, 0.5, params.sigma, start=(w1, w2))
     numba_cache = os.path.abspath(kernels.followed_sums.stats.cache_path)  # (the folder numba chose)
     missing = sorted(d.__name__ for d in _dispatchers() if d.signatures and not in_cache(d))
