@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
@@ -88,6 +90,7 @@ def main():
                 warm_global = run_child(cache, code, "global")
             rows[name].append((cold, warm))
             rows[name + " (global first)"].append((cold_global, warm_global))
+    print(describe())
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); "
           f"median of {args.repeats} rounds; every process started fresh")
     for name in rows:

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TASK = r"""
@@ -136,6 +138,7 @@ def main():
     if args.tasks:
         tasks = [t for t in tasks if t[0] in args.tasks.split(",")]
     codes = [("this tree", ROOT)] + ([("against", args.against.resolve())] if args.against else [])
+    print(describe())
     print(f"load average before: {os.getloadavg()} ({os.cpu_count()} cores); {args.repeats} rounds, medians; "
           f"'loaded' = beside one competing process started here ({args.competitor})")
     print(f"{'task':24s} {'code':10s} {'idle':>9s} {'loaded':>9s} {'ratio':>6s}")

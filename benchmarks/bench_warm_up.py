@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from machine import describe
+
 from bench_cold_start import ROOT, run_child
 
 
@@ -47,6 +49,7 @@ def main():
                 tempfile.TemporaryDirectory(prefix="attnlab-cold-") as cold:
             seconds = warm_up(warm)
             rounds.append((seconds, run_child(warm, ROOT), run_child(cold, ROOT)))
+    print(describe())
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); "
           f"median of {args.repeats} rounds; every process started fresh")
     med = lambda f: statistics.median(f(*r) for r in rounds)
