@@ -1,7 +1,7 @@
 """One line naming the machine a benchmark ran on, for comparing figures across sessions.
 
-The project machine's CPU changes between sessions (the same code ran 2x faster on one
-than on another), so the benchmarks print it next to the load average: the CPU model,
+The project machine changes between sessions (the same solver kernels ran about twice as
+fast on one as on another), so the benchmarks print it next to the load average: the CPU model,
 the cores this process may use, and the target numba compiles for (LLVM's name of the
 host CPU and its widest vector extension: the followed kernel's lanes are vectorised).
 """
@@ -10,7 +10,8 @@ import platform
 
 
 def cpu_model() -> str:
-    """The first model name and clock in ``/proc/cpuinfo`` (Linux), else :func:`platform.processor`."""
+    """The first model name and clock in ``/proc/cpuinfo`` (Linux; the clock at that moment, not
+    the rated one), else :func:`platform.processor`."""
     fields = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -24,7 +25,8 @@ def cpu_model() -> str:
 
 
 def vector_extension(features: str) -> str:
-    """The widest of AVX-512, AVX2, AVX, SSE4.2 in LLVM's feature string (``+avx2,-avx512f,...``)."""
+    """The widest of AVX-512, AVX2, AVX, SSE4.2 switched on (``+``) in LLVM's feature string
+    (``+avx2,-avx512f,...``; numba passes the host's in full)."""
     enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
     for name, flag in (("AVX-512", "avx512f"), ("AVX2", "avx2"), ("AVX", "avx"), ("SSE4.2", "sse4.2")):
         if flag in enabled:
@@ -33,18 +35,23 @@ def vector_extension(features: str) -> str:
 
 
 def describe() -> str:
-    """``CPU: <model>; <n> cores usable; numba target <cpu> (<vector extension>)``."""
-    from llvmlite import binding as llvm
+    """``CPU: <model>; <n> cores usable; numba target <cpu> (<vector extension>)``, with the CPU
+    name and features numba compiles for (its configuration: ``NUMBA_CPU_NAME``,
+    ``NUMBA_CPU_FEATURES``, ``NUMBA_ENABLE_AVX``, ``.numba_config.yaml``). Never raises: a
+    benchmark prints it after its measurements."""
+    try:
+        from llvmlite import binding as llvm
+        from numba.core import codegen, config
 
+        target = config.CPU_NAME if config.CPU_NAME is not None else llvm.get_host_cpu_name()
+        features = config.CPU_FEATURES if config.CPU_FEATURES is not None else codegen.get_host_cpu_features()
+        # an empty feature string: LLVM uses the named CPU's own features
+        vectors = vector_extension(features) if features else f"{target or 'unnamed CPU'}'s own features"
+        numba_part = f"numba target {target or '(empty name)'} ({vectors})"
+    except Exception as exc:  # (an llvmlite without these functions)
+        numba_part = f"numba target unknown ({type(exc).__name__}: {exc})"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    target = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
-    # numba's rule (numba.core.config): the host's features unless NUMBA_CPU_FEATURES is set
-    # (an empty string there means the named CPU's own features; so does NUMBA_CPU_NAME=generic)
-    features = os.environ.get("NUMBA_CPU_FEATURES")
-    if features is None and target != "generic":
-        features = llvm.get_host_cpu_features().flatten()
-    vectors = vector_extension(features) if features else f"{target}'s own features"
-    return f"CPU: {cpu_model()}; {cores} cores usable; numba target {target} ({vectors})"
+    return f"CPU: {cpu_model()}; {cores} cores usable; {numba_part}"
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ lab machine. :func:`warm_caches` compiles every kernel the state evolution, its
 thresholds and the proximal operators call, with the argument types they call them
 with, into numba's cache, and writes the point sets of the default rules to their disk
 cache (:func:`attnlab.theory.quadrature.points_cache_dir`). A later process then loads
-them instead: 1.6-1.8 s from its start to a first followed result in place of 4.8-5.3 s,
-measured here (``benchmarks/bench_warm_up.py``).
+them instead: 0.7-1.8 s from its start to a first followed result in place of 2.3-5.3 s,
+measured on two of the project's machines (``benchmarks/bench_warm_up.py``).
 
 Numba keys its cache on the contents of the source files and on the CPU model: a process
 on a machine with another CPU model, or after attnlab's sources changed, compiles again, as
@@ -100,8 +100,8 @@ def warm_caches() -> WarmUp:
     the other (no helper process): a fixed point of each minimiser on each branch
     (:func:`~attnlab.theory.branches.solve_state_evolution` at the paper's parameters,
     ``alpha = 1``, with the default rule and :meth:`~attnlab.theory.quadrature.Quadrature.fast`), and the proximal operators of
-    :mod:`~attnlab.theory.channel` on a few points. About 15 s on two cores; after another
-    warm-up about 2 s (loading). With ``NUMBA_DISABLE_JIT`` only the point sets are written.
+    :mod:`~attnlab.theory.channel` on a few points. 7-16 s on two cores, depending on the
+    machine; after another warm-up about 1-2 s (loading). With ``NUMBA_DISABLE_JIT`` only the point sets are written.
 
     Returns
     -------
