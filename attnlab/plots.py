@@ -14,7 +14,8 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "INIT_KINDS", "INIT_LABELS", "plot_simulation_runs", "plot_se_table", "plot_arbiter", "SWEEP_PANELS",
+           "INIT_KINDS", "INIT_LABELS", "LEAD_MIN", "on_branch_rows", "plot_simulation_runs", "plot_se_table",
+           "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
 
 #: One colour per concept, kept across the whole book.
@@ -463,8 +464,22 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
     return plot_branch_curves(xs, ys, ax=ax, style=style, label_prefix=label_prefix, xlabel=None)
 
 
+#: A row of a theory table is drawn as on its branch when the branch's leading overlap
+#: (``theta`` semantic, ``|m|`` positional) exceeds this. Where a branch does not exist the
+#: solver returns the trivial fixed point, whose leading overlap is 1e-8 to 3e-5 in the
+#: ``se-vs-gd`` table (rounding), against at least 0.058 on the branches.
+LEAD_MIN = 1e-3
+
+
+def on_branch_rows(theory, branch):
+    """Boolean mask of the rows of ``theory`` (a table with ``branch``, ``m``, ``theta``
+    columns) on ``branch`` whose leading overlap exceeds :data:`LEAD_MIN`."""
+    lead = "theta" if branch == "semantic" else "m"
+    return (theory["branch"] == branch) & (np.abs(np.asarray(theory[lead], dtype=float)) > LEAD_MIN)
+
+
 def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):
-    rows = (np.isclose(theory["omega"], omega) & (theory["kind"] == "se-curve") & (theory["branch"] == branch)
+    rows = (np.isclose(theory["omega"], omega) & (theory["kind"] == "se-curve") & on_branch_rows(theory, branch)
             & (theory["minimizer"] == minimizer) & (theory["converged"].astype(str) == "True"))
     if rows.any():
         order = np.argsort(theory["alpha"][rows])
@@ -485,7 +500,8 @@ def _gap_panel(ax, runs, theory, omega):
             curve = {}
             for branch in ("semantic", "positional"):
                 rows = (np.isclose(theory["omega"], omega) & (theory["kind"] == "se-curve")
-                        & (theory["branch"] == branch) & (theory["minimizer"] == minimizer))
+                        & on_branch_rows(theory, branch) & (theory["minimizer"] == minimizer)
+                        & (theory["converged"].astype(str) == "True"))
                 curve[branch] = dict(zip(np.round(theory["alpha"][rows], 6), theory["eps_t"][rows]))
             common = sorted(set(curve["semantic"]) & set(curve["positional"]))
             if common:
@@ -506,7 +522,8 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
     from the positional init (positional colour), extrapolated in ``1/d`` with
     their standard errors (:func:`attnlab.extrapolation.extrapolate_runs`); lines
     are the SE branches with the followed minimiser (solid) and the global one
-    (dashed). Fifth panel: the lead overlaps (``theta`` from the informed init,
+    (dashed), where they exist (converged, leading overlap above :data:`LEAD_MIN`;
+    the gap only where both do). Fifth panel: the lead overlaps (``theta`` from the informed init,
     ``|m|`` from the positional init) at ``omega_low``. Last panel:
     ``alpha_c(omega)`` from the GD training-loss crossing
     (:func:`attnlab.extrapolation.crossing`) and from both SE descriptions.
