@@ -59,7 +59,7 @@ def _add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True
     """Add ``--omega --sigma --lam --A`` to a sub-command parser."""
     p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else DEFAULT_OMEGA,
                    help="positional weight of the teacher, in [0, 1]")
-    p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help=f"token content std (default {DEFAULT_SIGMA})")
+    p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help=f"token content std sigma > 0 (default {DEFAULT_SIGMA})")
     p.add_argument("--lam", type=float, default=DEFAULT_LAM, help=f"ridge strength lambda >= 0 (default {DEFAULT_LAM})")
     p.add_argument("--A", type=_parse_A, default=DEFAULT_A,
                    help="teacher positional matrix a11,a12,a21,a22 (default "
@@ -121,14 +121,14 @@ def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train the attention student at finite d (ERM)")
     _add_model_arguments(p)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
-    p.add_argument("--d", type=int, required=True, help="embedding dimension >= 2")
+    p.add_argument("--d", type=int, required=True, help="embedding dimension, an integer >= 2")
     p.add_argument("--init", choices=INITS, default="random")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rank", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default 0)")
+    p.add_argument("--rank", type=int, default=1, help="rank of the student, an integer >= 1 (default 1)")
     p.add_argument("--method", choices=METHODS, default="gd")
-    p.add_argument("--steps", type=int, default=None, help="step budget (method default)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (method default)")
-    p.add_argument("--n-test", type=int, default=20_000, help="fresh test samples (default 20000)")
+    p.add_argument("--steps", type=int, default=None, help="step budget, an integer >= 1 (default: the method's)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate > 0 (default: the method's)")
+    p.add_argument("--n-test", type=int, default=20_000, help="fresh test samples, an integer >= 2 (default 20000)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true")
@@ -152,10 +152,21 @@ def _cmd_transition(args) -> dict:
     from .theory import find_transition
 
     tr = find_transition(_params(args), alpha_max=args.alpha_max, xtol=args.xtol, minimizer=args.minimizer)
-    if np.isnan(tr.alpha_c):
-        warnings.warn(f"alpha_c: no crossing of the branches' training losses found in [{tr.alpha_min:.3g}, "
-                      f"{tr.alpha_max:.3g}] (alpha_c, alpha_l = null)", RuntimeWarning)
+    _warn_not_found([tr])
     return tr.to_dict()
+
+
+def _warn_not_found(transitions) -> None:
+    """One warning for the thresholds that ``find_transition`` did not find (null in the output)."""
+    for tr in transitions:
+        at = f"omega={tr.params.omega:g}: " if len(transitions) > 1 else ""
+        if np.isnan(tr.alpha_c):
+            warnings.warn(f"{at}alpha_c: no crossing of the branches' training losses found in "
+                          f"[{tr.alpha_min:.3g}, {tr.alpha_max:.3g}] (alpha_c, alpha_l = null)", RuntimeWarning)
+        elif np.isnan(tr.alpha_l):
+            warnings.warn(f"{at}alpha_l: the semantic test error stays above the linear baseline "
+                          f"({tr.eps_g_linear:.3e}) in [alpha_c, {tr.alpha_max:.3g}] (alpha_l = null; a larger "
+                          "--alpha-max searches further)", RuntimeWarning)
 
 
 def _cmd_phase_diagram(args) -> dict:
@@ -173,9 +184,10 @@ def _cmd_phase_diagram(args) -> dict:
         plt.close("all")
         if out.suffix.lstrip(".").lower() not in formats:
             raise ValueError(f"--out must end in one of {', '.join('.' + f for f in sorted(formats))}, got {args.out!r}")
-    rows = [t.to_dict() for t in phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
-                                                workers=args.workers, progress=not args.json,
-                                                minimizer=args.minimizer)]
+    transitions = phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
+                                workers=args.workers, progress=not args.json, minimizer=args.minimizer)
+    _warn_not_found(transitions)
+    rows = [t.to_dict() for t in transitions]
     if args.out:
         from .plots import plot_phase_diagram
 
@@ -186,8 +198,8 @@ def _cmd_phase_diagram(args) -> dict:
 
 def _add_threshold_arguments(p) -> None:
     p.add_argument("--alpha-max", type=float, default=DEFAULT_ALPHA_MAX,
-                   help=f"search alpha_c, alpha_l in (0, alpha_max] (default {DEFAULT_ALPHA_MAX:g})")
-    p.add_argument("--xtol", type=float, default=DEFAULT_XTOL, help=f"tolerance in alpha (default {DEFAULT_XTOL:g})")
+                   help=f"search alpha_c, alpha_l in (0, alpha_max], alpha_max in (0, 1000] (default {DEFAULT_ALPHA_MAX:g})")
+    p.add_argument("--xtol", type=float, default=DEFAULT_XTOL, help=f"tolerance in alpha, in (0, 0.01] (default {DEFAULT_XTOL:g})")
 
 
 def _add_minimizer(p) -> None:
@@ -200,10 +212,10 @@ def _add_minimizer(p) -> None:
 def _add_state_evolution(sub) -> None:
     p = sub.add_parser("theory", help="state-evolution fixed point on a branch")
     _add_model_arguments(p)
-    p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
+    p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic")
     p.add_argument("--tol", type=float, default=1e-7,
-                   help="tolerance on the max-norm of the fixed-point residual, > 0 (default 1e-7)")
+                   help="tolerance on the max-norm of the fixed-point residual, in (0, 0.01] (default 1e-7)")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
     _add_minimizer(p)
     p.add_argument("--json", action="store_true")
@@ -221,7 +233,7 @@ def _add_state_evolution(sub) -> None:
     p.add_argument("--omegas", default=",".join(f"{w:.2f}" for w in np.linspace(0.0, 0.5, 6)),
                    help="comma-separated omegas in [0, 1] (default 0,0.1,...,0.5)")
     _add_threshold_arguments(p)
-    p.add_argument("--workers", type=int, default=2, help="processes solving different omegas at once (default 2)")
+    p.add_argument("--workers", type=int, default=2, help="processes solving different omegas at once, an integer >= 1 (default 2)")
     p.add_argument("--out", default=None, help="write the figure to this PNG/PDF/SVG file")
     _add_minimizer(p)
     p.add_argument("--json", action="store_true")
@@ -251,15 +263,15 @@ def _add_counting(sub) -> None:
                     "semantic or unrestricted attention (Cui et al. 2024, Sec. 1, Fig. 1).")
     p.add_argument("--attention", default="both", metavar="{" + ",".join(COUNTING_ATTENTION) + "}",
                    help="what queries and keys see (default: both)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--epochs", type=int, default=d["epochs"], help=f"default: {d['epochs']}")
-    p.add_argument("--n-train", type=int, default=d["n_train"], help=f"default: {d['n_train']}")
-    p.add_argument("--n-test", type=int, default=d["n_test"], help=f"default: {d['n_test']}")
-    p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"default: {d['batch_size']}")
-    p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate (default: {d['lr']})")
+    p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default: 0)")
+    p.add_argument("--epochs", type=int, default=d["epochs"], help=f"an integer >= 1 (default: {d['epochs']})")
+    p.add_argument("--n-train", type=int, default=d["n_train"], help=f"an integer >= 1 (default: {d['n_train']})")
+    p.add_argument("--n-test", type=int, default=d["n_test"], help=f"an integer >= 1 (default: {d['n_test']})")
+    p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"an integer >= 1 (default: {d['batch_size']})")
+    p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate > 0 (default: {d['lr']})")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads for training (default: 1, fastest for this small model)")
+                   help="CPU threads for training, an integer >= 1 (default: 1, fastest for this small model)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_cmd_counting)
@@ -326,7 +338,7 @@ def _add_reproduce(sub) -> None:
                     "provenance NAME.json and NAME.png. Re-running resumes: finished runs are not redone.")
     p.add_argument("figure", nargs="?", default=None, help="figure name (see --list)")
     p.add_argument("--list", action="store_true", help="list the figures")
-    p.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    p.add_argument("--workers", type=int, default=2, help="local worker processes, an integer >= 1 (default 2)")
     p.add_argument("--out", default=None,
                    help="output folder (default: $ATTNLAB_RESULTS, else the repository's results/, else ./results)")
     p.add_argument("--quick", action="store_true",
@@ -354,6 +366,12 @@ class _OneLineErrorParser(argparse.ArgumentParser):
     """Argument parser whose usage errors are one line (exit code 2)."""
 
     def error(self, message):
+        # a value argparse cannot convert (--omega abc): add what the option accepts, from its help
+        bad = re.match(r"argument (\S+?)(?:/\S+)?: invalid (?:float|int|_parse_\w+) value: ", message)
+        if bad:
+            action = next((a for a in self._actions if bad.group(1) in a.option_strings and a.help), None)
+            if action is not None:
+                message += f"; {bad.group(1)}: {action.help}"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

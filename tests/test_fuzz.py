@@ -99,6 +99,8 @@ def _cli_case(capsys, command, option, dest, value):
     names = _names(option, dest) | ({f"unrecognized arguments: {value}"} if option is None else set())
     if not any(n in lines[0] for n in names):
         return f"{argv}: message does not name {option or dest}: {lines[0]}"
+    if ("invalid float value" in lines[0] or "invalid int value" in lines[0]) and f"; {option}: " not in lines[0]:
+        return f"{argv}: a value argparse cannot convert, without what {option} accepts: {lines[0]}"
     return None
 
 

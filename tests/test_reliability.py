@@ -158,6 +158,24 @@ def test_transition_cli_warns_when_no_crossing(capsys):
     assert err.count("\n") == 1 and err.startswith("attnlab: warning: alpha_c: no crossing")
 
 
+def test_transition_cli_warns_when_alpha_l_is_not_reached(capsys):
+    """At omega = 0.5 the losses cross near alpha = 2.86, but the semantic test error stays above
+    the linear baseline up to alpha_max = 3: alpha_l is null, and stderr says so (as for alpha_c)."""
+    code, out, err = run_cli(capsys, "transition", "--omega", "0.5", "--json")
+    res = json.loads(out)
+    assert code == 0 and 2.5 < res["alpha_c"] < 3 and res["alpha_l"] is None
+    assert err.count("\n") == 1 and err.startswith("attnlab: warning: alpha_l: the semantic test error stays above")
+
+
+def test_cli_value_that_is_not_a_number_names_the_range(capsys):
+    """argparse's own conversion error is completed with what the option accepts (its help)."""
+    code, out, err = run_cli(capsys, "transition", "--omega", "abc")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "invalid float value: 'abc'; --omega: positional weight of the teacher, in [0, 1]" in err, err
+    code, out, err = run_cli(capsys, "train", "--omega", "0.3", "--alpha", "1", "--d", "1.5")
+    assert code == 2 and "--d: embedding dimension, an integer >= 2" in err, err
+
+
 # ----------------------------------------------------------------------------- item 5
 
 def test_reported_residual_is_that_of_the_reported_point():
