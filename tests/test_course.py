@@ -320,3 +320,16 @@ def test_unknown_chapter_is_one_line_not_a_traceback(tmp_path, capsys):
         build_course.main(["--out", str(tmp_path), "--chapters", "99_nope", "--parts", "student", "--no-html"])
     assert exit_.value.code == 2
     assert "unknown chapters ['99_nope']" in capsys.readouterr().err
+
+
+def test_without_npm_the_slides_are_refused_before_any_part(monkeypatch, tmp_path, capsys):
+    """No npm and no fetched reveal.js: one line naming the other parts, exit 2, nothing built
+    (the slides come third: the student and instructor parts must not be built first, then lost)."""
+    real = shutil.which
+    monkeypatch.setattr(build_course, "VENDOR_CACHE", tmp_path / "no-vendor")
+    monkeypatch.setattr(build_course.shutil, "which", lambda name, *a, **k: None if name == "npm" else real(name, *a, **k))
+    with pytest.raises(SystemExit) as exc:
+        build_course.main(["--out", str(tmp_path / "out"), "--no-html"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and "need npm" in err and "--parts student,instructor,assignments" in err, err
+    assert not (tmp_path / "out").exists()

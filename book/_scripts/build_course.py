@@ -304,13 +304,21 @@ def build_instructor(out: Path, chapters: list[str]) -> dict:
 
 # --------------------------------------------------------------------------- slides
 
+NO_NPM = "the slides need npm once, to fetch reveal.js and MathJax (npm pack)"
+
+
+def vendor_cached() -> bool:
+    """Whether :func:`vendor` has its packages without fetching them."""
+    done = VENDOR_CACHE / "complete"
+    return done.exists() and done.read_text() == json.dumps(VENDOR)
+
+
 def vendor() -> Path:
     """reveal.js, MathJax 2, require.js and jQuery from the npm registry (npm pack), cached."""
-    done = VENDOR_CACHE / "complete"
-    if done.exists() and done.read_text() == json.dumps(VENDOR):
+    if vendor_cached():
         return VENDOR_CACHE
     if shutil.which("npm") is None:
-        raise SystemExit("the slides need npm once, to fetch reveal.js and MathJax (npm pack)")
+        raise SystemExit(NO_NPM)
     if VENDOR_CACHE.exists():
         shutil.rmtree(VENDOR_CACHE)
     VENDOR_CACHE.mkdir(parents=True)
@@ -556,6 +564,9 @@ def main(argv=None) -> int:
     unknown = sorted(set(chapters) - set(chapter_names()))
     if unknown:
         ap.error(f"unknown chapters {unknown}: choose from {', '.join(chapter_names())}")
+    if "slides" in parts and not vendor_cached() and shutil.which("npm") is None:  # before any other part
+        others = ",".join(p for p in parts if p != "slides")
+        ap.error(f"{NO_NPM}: install Node.js" + (f", or leave them out with --parts {others}" if others else ""))
     plan = course_plan()
     lectures = [l for l in plan["lectures"] if set(l["chapters"]) & set(chapters)]
     out.mkdir(parents=True, exist_ok=True)
