@@ -319,6 +319,7 @@ def vendor() -> Path:
         return VENDOR_CACHE
     if shutil.which("npm") is None:
         raise SystemExit(NO_NPM)
+    done = VENDOR_CACHE / "complete"
     if VENDOR_CACHE.exists():
         shutil.rmtree(VENDOR_CACHE)
     VENDOR_CACHE.mkdir(parents=True)
