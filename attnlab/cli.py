@@ -158,15 +158,18 @@ def _cmd_transition(args) -> dict:
 
 def _warn_not_found(transitions) -> None:
     """One warning for the thresholds that ``find_transition`` did not find (null in the output)."""
+    from .theory.thresholds import ALPHA_MAX_LIMIT
+
     for tr in transitions:
         at = f"omega={tr.params.omega:g}: " if len(transitions) > 1 else ""
         if np.isnan(tr.alpha_c):
             warnings.warn(f"{at}alpha_c: no crossing of the branches' training losses found in "
                           f"[{tr.alpha_min:.3g}, {tr.alpha_max:.3g}] (alpha_c, alpha_l = null)", RuntimeWarning)
         elif np.isnan(tr.alpha_l):
-            warnings.warn(f"{at}alpha_l: the semantic test error stays above the linear baseline "
-                          f"({tr.eps_g_linear:.3e}) in [alpha_c, {tr.alpha_max:.3g}] (alpha_l = null; a larger "
-                          "--alpha-max searches further)", RuntimeWarning)
+            further = "; a larger --alpha-max searches further" if tr.alpha_max < ALPHA_MAX_LIMIT else ""
+            warnings.warn(f"{at}alpha_l: no crossing of the semantic test error with the linear baseline "
+                          f"({tr.eps_g_linear:.3e}) found in [alpha_c, {tr.alpha_max:.3g}] (alpha_l = null{further})",
+                          RuntimeWarning)
 
 
 def _cmd_phase_diagram(args) -> dict:

@@ -464,18 +464,21 @@ def plot_se_table(theory, y, ax=None, x="alpha", style="-", label_prefix="SE "):
     return plot_branch_curves(xs, ys, ax=ax, style=style, label_prefix=label_prefix, xlabel=None)
 
 
-#: A row of a theory table is drawn as on its branch when the branch's leading overlap
-#: (``theta`` semantic, ``|m|`` positional) exceeds this. Where a branch does not exist the
-#: solver returns the trivial fixed point, whose leading overlap is 1e-8 to 3e-5 in the
-#: ``se-vs-gd`` table (rounding), against at least 0.058 on the branches.
+#: The ``se-vs-gd`` figure draws a row of its theory table as on its branch when the
+#: branch's leading overlap (``theta`` semantic, ``|m|`` positional) exceeds this. Where a
+#: branch does not exist the solver returns the trivial fixed point, whose leading overlap is
+#: 5e-8 to 2.3e-5 in that table (rounding), against at least 0.058 on its branches. Not a
+#: general criterion: where a branch appears continuously (e.g. some cells of the explorer
+#: grid, from 2e-5 up) the explorers use the solver's own ``on_branch`` threshold instead.
 LEAD_MIN = 1e-3
 
 
-def on_branch_rows(theory, branch):
+def on_branch_rows(theory, branch, min_lead=LEAD_MIN):
     """Boolean mask of the rows of ``theory`` (a table with ``branch``, ``m``, ``theta``
-    columns) on ``branch`` whose leading overlap exceeds :data:`LEAD_MIN`."""
+    columns) on ``branch`` whose leading overlap exceeds ``min_lead`` (default
+    :data:`LEAD_MIN`, chosen for the ``se-vs-gd`` table)."""
     lead = "theta" if branch == "semantic" else "m"
-    return (theory["branch"] == branch) & (np.abs(np.asarray(theory[lead], dtype=float)) > LEAD_MIN)
+    return (theory["branch"] == branch) & (np.abs(np.asarray(theory[lead], dtype=float)) > min_lead)
 
 
 def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):

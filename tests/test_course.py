@@ -323,7 +323,8 @@ def test_unknown_chapter_is_one_line_not_a_traceback(tmp_path, capsys):
 
 
 def test_without_npm_the_slides_are_refused_before_any_part(monkeypatch, tmp_path, capsys):
-    """No npm and no fetched reveal.js: one line naming the other parts, exit 2, nothing built
+    """No npm and no fetched reveal.js: an error naming the other parts (argparse's usage line,
+    then the error line), exit 2, nothing built
     (the slides come third: the student and instructor parts must not be built first, then lost)."""
     real = shutil.which
     monkeypatch.setattr(build_course, "VENDOR_CACHE", tmp_path / "no-vendor")

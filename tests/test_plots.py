@@ -87,6 +87,11 @@ def test_arbiter_draws_a_branch_only_where_it_exists():
     for l in lead_panel.get_lines():  # omega = 0: each branch's own overlap, never the trivial zero
         if l.get_label().startswith("SE "):
             assert min(l.get_ydata()) > plots.LEAD_MIN, l.get_label()
+    gap = next(l for l in fig.axes[2].get_lines() if l.get_label() == "SE, global minimiser")
+    assert min(gap.get_xdata()) > 0.7  # the gap only where both branches exist
+    eps_g = next(l for l in fig.axes[3].get_lines() if l.get_label() == "SE semantic, global minimiser")
+    assert min(eps_g.get_xdata()) > 0.7
     trivial = (theory["kind"] == "se-curve") & (theory["minimizer"] == "global") & ~(
         plots.on_branch_rows(theory, "semantic") | plots.on_branch_rows(theory, "positional"))
     assert trivial.sum() >= 20  # the table does hold such rows: the test checks something
+    matplotlib.pyplot.close(fig)
