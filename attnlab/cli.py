@@ -59,7 +59,8 @@ def _add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True
     """Add ``--omega --sigma --lam --A`` to a sub-command parser."""
     p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else DEFAULT_OMEGA,
                    help="positional weight of the teacher, in [0, 1]")
-    p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help=f"token content std sigma > 0 (default {DEFAULT_SIGMA})")
+    p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
+                   help=f"token content std sigma > 0 (default {DEFAULT_SIGMA})")
     p.add_argument("--lam", type=float, default=DEFAULT_LAM, help=f"ridge strength lambda >= 0 (default {DEFAULT_LAM})")
     p.add_argument("--A", type=_parse_A, default=DEFAULT_A,
                    help="teacher positional matrix a11,a12,a21,a22 (default "
@@ -201,8 +202,10 @@ def _cmd_phase_diagram(args) -> dict:
 
 def _add_threshold_arguments(p) -> None:
     p.add_argument("--alpha-max", type=float, default=DEFAULT_ALPHA_MAX,
-                   help=f"search alpha_c, alpha_l in (0, alpha_max], alpha_max in (0, 1000] (default {DEFAULT_ALPHA_MAX:g})")
-    p.add_argument("--xtol", type=float, default=DEFAULT_XTOL, help=f"tolerance in alpha, in (0, 0.01] (default {DEFAULT_XTOL:g})")
+                   help=f"search alpha_c, alpha_l in (0, alpha_max], alpha_max in (0, 1000] "
+                        f"(default {DEFAULT_ALPHA_MAX:g})")
+    p.add_argument("--xtol", type=float, default=DEFAULT_XTOL,
+                   help=f"tolerance in alpha, in (0, 0.01] (default {DEFAULT_XTOL:g})")
 
 
 def _add_minimizer(p) -> None:
@@ -236,7 +239,8 @@ def _add_state_evolution(sub) -> None:
     p.add_argument("--omegas", default=",".join(f"{w:.2f}" for w in np.linspace(0.0, 0.5, 6)),
                    help="comma-separated omegas in [0, 1] (default 0,0.1,...,0.5)")
     _add_threshold_arguments(p)
-    p.add_argument("--workers", type=int, default=2, help="processes solving different omegas at once, an integer >= 1 (default 2)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes solving different omegas at once, an integer >= 1 (default 2)")
     p.add_argument("--out", default=None, help="write the figure to this PNG/PDF/SVG file")
     _add_minimizer(p)
     p.add_argument("--json", action="store_true")
@@ -270,7 +274,8 @@ def _add_counting(sub) -> None:
     p.add_argument("--epochs", type=int, default=d["epochs"], help=f"an integer >= 1 (default: {d['epochs']})")
     p.add_argument("--n-train", type=int, default=d["n_train"], help=f"an integer >= 1 (default: {d['n_train']})")
     p.add_argument("--n-test", type=int, default=d["n_test"], help=f"an integer >= 1 (default: {d['n_test']})")
-    p.add_argument("--batch-size", type=int, default=d["batch_size"], help=f"an integer >= 1 (default: {d['batch_size']})")
+    p.add_argument("--batch-size", type=int, default=d["batch_size"],
+                   help=f"an integer >= 1 (default: {d['batch_size']})")
     p.add_argument("--lr", type=float, default=d["lr"], help=f"Adam learning rate > 0 (default: {d['lr']})")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=1,

@@ -328,7 +328,8 @@ def test_without_npm_the_slides_are_refused_before_any_part(monkeypatch, tmp_pat
     (the slides come third: the student and instructor parts must not be built first, then lost)."""
     real = shutil.which
     monkeypatch.setattr(build_course, "VENDOR_CACHE", tmp_path / "no-vendor")
-    monkeypatch.setattr(build_course.shutil, "which", lambda name, *a, **k: None if name == "npm" else real(name, *a, **k))
+    no_npm = lambda name, *a, **k: None if name == "npm" else real(name, *a, **k)
+    monkeypatch.setattr(build_course.shutil, "which", no_npm)
     with pytest.raises(SystemExit) as exc:
         build_course.main(["--out", str(tmp_path / "out"), "--no-html"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
