@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import cpu_times, describe, steal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def main():
     ap.add_argument("--against", type=Path, default=None, help="another checkout, measured in the same run")
     args = ap.parse_args()
     codes = [("this tree", ROOT)] + ([("against " + str(args.against), args.against.resolve())] if args.against else [])
-    load = os.getloadavg()
+    load, times = os.getloadavg(), cpu_times()
     rows = {key: [] for name, _ in codes for key in (name, name + " (global first)")}
     for _ in range(args.repeats):
         for name, code in codes:
@@ -92,7 +92,7 @@ def main():
             rows[name + " (global first)"].append((cold_global, warm_global))
     print(describe())
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); "
-          f"median of {args.repeats} rounds; every process started fresh")
+          f"{steal(times)}; median of {args.repeats} rounds; every process started fresh")
     for name in rows:
         print(f"== {name}")
         report(rows[name])

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import cpu_times, describe, steal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,6 +139,7 @@ def main():
         tasks = [t for t in tasks if t[0] in args.tasks.split(",")]
     codes = [("this tree", ROOT)] + ([("against", args.against.resolve())] if args.against else [])
     print(describe())
+    times = cpu_times()
     print(f"load average before: {os.getloadavg()} ({os.cpu_count()} cores); {args.repeats} rounds, medians; "
           f"'loaded' = beside one competing process started here ({args.competitor})")
     print(f"{'task':24s} {'code':10s} {'idle':>9s} {'loaded':>9s} {'ratio':>6s}")
@@ -147,7 +148,7 @@ def main():
             idle, loaded, points = measure(task, code, args.repeats, inner, COMPETITORS[args.competitor])
             extra = f"   {points / idle:5.1f} / {points / loaded:5.1f} fixed points per s" if points else ""
             print(f"{task:24s} {name:10s} {idle:8.2f}s {loaded:8.2f}s {loaded / idle:6.2f}{extra}", flush=True)
-    print(f"load average after: {os.getloadavg()}")
+    print(f"load average after: {os.getloadavg()}; {steal(times)} (the competitor's included)")
 
 
 if __name__ == "__main__":

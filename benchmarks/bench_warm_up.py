@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from machine import describe
+from machine import cpu_times, describe, steal
 
 from bench_cold_start import ROOT, run_child
 
@@ -42,7 +42,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    load = os.getloadavg()
+    load, times = os.getloadavg(), cpu_times()
     rounds = []
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="attnlab-warm-") as warm, \
@@ -51,7 +51,7 @@ def main():
             rounds.append((seconds, run_child(warm, ROOT), run_child(cold, ROOT)))
     print(describe())
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores); "
-          f"median of {args.repeats} rounds; every process started fresh")
+          f"{steal(times)}; median of {args.repeats} rounds; every process started fresh")
     med = lambda f: statistics.median(f(*r) for r in rounds)
     print(f"{'attnlab warm-up (image build)':36s} {med(lambda s, w, c: s):8.2f}s")
     print(f"{'':36s} {'after warm-up':>14s} {'empty cache':>12s}")

@@ -4,9 +4,14 @@ The project machine changes between sessions (the same solver kernels ran about 
 fast on one as on another), so the benchmarks print it next to the load average: the CPU model,
 the cores this process may use, and the target numba compiles for (LLVM's name of the
 host CPU and its widest vector extension: the followed kernel's lanes are vectorised).
+:func:`cpu_times` and :func:`steal` tell whether the cores were the benchmark's: on a virtual
+machine the hypervisor may run other guests on them ("steal" time), which the load average
+does not show.
 """
 import os
 import platform
+
+import psutil
 
 
 def cpu_model() -> str:
@@ -52,6 +57,25 @@ def describe() -> str:
         numba_part = f"numba target unknown ({type(exc).__name__}: {exc})"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"CPU: {cpu_model()}; {cores} cores usable; {numba_part}"
+
+
+def cpu_times():
+    """Cumulative CPU times of the whole machine (:func:`psutil.cpu_times`), to pass to :func:`steal`."""
+    return psutil.cpu_times()
+
+
+def steal(before) -> str:
+    """``steal <p>% of <s> CPU-s``: the share of the machine's CPU time since ``before`` (from
+    :func:`cpu_times`) that the hypervisor gave to other virtual machines, or ``steal not
+    reported`` where the system has no such counter (not Linux)."""
+    after = cpu_times()
+    if not hasattr(after, "steal"):
+        return "steal not reported"
+    # on Linux guest and guest_nice are already counted in user and nice
+    fields = [f for f in after._fields if f not in ("guest", "guest_nice")]
+    total = sum(getattr(after, f) - getattr(before, f) for f in fields)
+    stolen = after.steal - before.steal
+    return f"steal {100 * stolen / total:.1f}% of {total:.0f} CPU-s" if total > 0 else "steal: no CPU time elapsed"
 
 
 if __name__ == "__main__":
