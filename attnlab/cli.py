@@ -55,13 +55,17 @@ def _parse_list(name: str, text: str | None, kind):
         raise ValueError(f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}") from None
 
 
-def _add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True) -> None:
-    """Add ``--omega --sigma --lam --A`` to a sub-command parser."""
+def _add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True,
+                         state_evolution: bool = False) -> None:
+    """Add ``--omega --sigma --lam --A`` to a sub-command parser (``state_evolution``: one solving
+    the state evolution, which needs ``lam > 0``)."""
     p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else DEFAULT_OMEGA,
                    help="positional weight of the teacher, in [0, 1]")
     p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
                    help=f"token content std sigma > 0 (default {DEFAULT_SIGMA})")
-    p.add_argument("--lam", type=float, default=DEFAULT_LAM, help=f"ridge strength lambda >= 0 (default {DEFAULT_LAM})")
+    lam_range = "> 0 (the state evolution needs a ridge)" if state_evolution else ">= 0"
+    p.add_argument("--lam", type=float, default=DEFAULT_LAM,
+                   help=f"ridge strength lambda {lam_range} (default {DEFAULT_LAM})")
     p.add_argument("--A", type=_parse_A, default=DEFAULT_A,
                    help="teacher positional matrix a11,a12,a21,a22 (default "
                         f"{','.join(f'{v:g}' for row in DEFAULT_A for v in row)})")
@@ -121,7 +125,8 @@ def _cmd_train(args) -> dict:
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train the attention student at finite d (ERM)")
     _add_model_arguments(p)
-    p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d > 0")
+    p.add_argument("--alpha", type=float, required=True,
+                   help="sample complexity n/d > 0, with n = round(alpha * d) >= 1")
     p.add_argument("--d", type=int, required=True, help="embedding dimension, an integer >= 2")
     p.add_argument("--init", choices=INITS, default="random")
     p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default 0)")
@@ -187,7 +192,8 @@ def _cmd_phase_diagram(args) -> dict:
         formats = plt.figure().canvas.get_supported_filetypes()
         plt.close("all")
         if out.suffix.lstrip(".").lower() not in formats:
-            raise ValueError(f"--out must end in one of {', '.join('.' + f for f in sorted(formats))}, got {args.out!r}")
+            suffixes = ", ".join("." + f for f in sorted(formats))
+            raise ValueError(f"--out must end in one of {suffixes}, got {args.out!r}")
     transitions = phase_diagram(_params(args), omegas, alpha_max=args.alpha_max, xtol=args.xtol,
                                 workers=args.workers, progress=not args.json, minimizer=args.minimizer)
     _warn_not_found(transitions)
@@ -217,7 +223,7 @@ def _add_minimizer(p) -> None:
 
 def _add_state_evolution(sub) -> None:
     p = sub.add_parser("theory", help="state-evolution fixed point on a branch")
-    _add_model_arguments(p)
+    _add_model_arguments(p, state_evolution=True)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic")
     p.add_argument("--tol", type=float, default=1e-7,
@@ -228,14 +234,14 @@ def _add_state_evolution(sub) -> None:
     p.set_defaults(func=_cmd_theory)
 
     p = sub.add_parser("transition", help="alpha_c and alpha_l for one omega")
-    _add_model_arguments(p)
+    _add_model_arguments(p, state_evolution=True)
     _add_threshold_arguments(p)
     _add_minimizer(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_transition)
 
     p = sub.add_parser("phase-diagram", help="alpha_c(omega) and alpha_l(omega)")
-    _add_model_arguments(p, omega_required=False)
+    _add_model_arguments(p, omega_required=False, state_evolution=True)
     p.add_argument("--omegas", default=",".join(f"{w:.2f}" for w in np.linspace(0.0, 0.5, 6)),
                    help="comma-separated omegas in [0, 1] (default 0,0.1,...,0.5)")
     _add_threshold_arguments(p)

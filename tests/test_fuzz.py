@@ -10,6 +10,7 @@ A few real runs at tiny sizes check that JSON output holds no NaN."""
 import inspect
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -66,7 +67,8 @@ def _names(option, dest):
 CLI_GROUPS = sorted({(c, o, d) for c, o, d, v in CLI_CASES}, key=str)
 
 
-@pytest.mark.parametrize("command,option,dest", CLI_GROUPS, ids=[f"{c}{' ' + o if o else ''}" for c, o, d in CLI_GROUPS])
+@pytest.mark.parametrize("command,option,dest", CLI_GROUPS,
+                         ids=[f"{c}{' ' + o if o else ''}" for c, o, d in CLI_GROUPS])
 def test_cli_fuzz(capsys, stub_compute, tmp_path, monkeypatch, command, option, dest):
     """Each value of CLI_VALUES for one option (one case each in the count)."""
     monkeypatch.chdir(tmp_path)
@@ -102,6 +104,73 @@ def _cli_case(capsys, command, option, dest, value):
     if ("invalid float value" in lines[0] or "invalid int value" in lines[0]) and f"; {option}: " not in lines[0]:
         return f"{argv}: a value argparse cannot convert, without what {option} accepts: {lines[0]}"
     return None
+
+
+NUMBER = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"
+
+
+def _stated_bounds(action):
+    """The bounds the help of a numeric option states: ``[(value, inclusive, side)]`` with side
+    ``"low"`` or ``"high"``, from "in [a, b]" / "in (a, b]" (the last numeric interval in the
+    help) or "> a" / ">= a" (before any ", with" or parenthesis)."""
+    intervals = re.findall(rf"in ([\[(]){NUMBER}, {NUMBER}([\])])", action.help or "")
+    if intervals:
+        left, low, high, right = intervals[-1]
+        return [(float(low), left == "[", "low"), (float(high), right == "]", "high")]
+    head = re.split(r", with | \(", action.help or "")[0]  # not a bound in a qualifying clause
+    return [(float(value), sign == ">=", "low") for sign, value in re.findall(rf"(>=|>) {NUMBER}", head)]
+
+
+def _numeric_options():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return [(command, action) for command, parser in sub.choices.items() for action in parser._actions
+            if action.type in (int, float)]
+
+
+def test_every_numeric_option_states_its_range():
+    unstated = [f"{c} {a.option_strings[0]}: {a.help!r}" for c, a in _numeric_options() if not _stated_bounds(a)]
+    assert not unstated, "\n".join(unstated)
+
+
+@pytest.mark.parametrize("command,action", _numeric_options(),
+                         ids=[f"{c} {a.option_strings[0]}" for c, a in _numeric_options()])
+def test_stated_range_is_the_accepted_one(capsys, stub_compute, tmp_path, monkeypatch, command, action):
+    """What an option's help states is what it accepts: at each stated bound, the value on the
+    allowed side is accepted and the value on the other side rejected with a one-line message
+    naming the option (an integer option: the bound and the next integer; a float: the bound
+    and the bound shifted by 1e-9 relative)."""
+    monkeypatch.chdir(tmp_path)
+    option = action.option_strings[0]
+    failures = []
+    # train --alpha: "> 0, with n = round(alpha * d) >= 1"; just above 0 is rejected for that second reason
+    dependent = "round(alpha * d)" in action.help
+    for bound, inclusive, side in _stated_bounds(action):
+        step = 1 if action.type is int else max(abs(bound), 1.0) * 1e-9
+        outside = bound - step if side == "low" else bound + step
+        inside = bound if inclusive else (bound + step if side == "low" else bound - step)
+        probes = [(inside, True)] if not dependent else []
+        for value, allowed in probes + [(bound if not inclusive else outside, False)]:
+            text = str(int(value)) if action.type is int else repr(value)
+            code, err = _run([command] + CLI_BASE[command] + [f"{option}={text}"], capsys)
+            accepted = code in (None, 0)
+            if accepted != allowed:
+                failures.append(f"{option}={text}: {'accepted' if accepted else 'rejected: ' + err.strip()}")
+            elif not accepted and not (len(err.strip().splitlines()) == 1
+                                       and any(n in err for n in _names(option, action.dest))):
+                failures.append(f"{option}={text}: the message is not one line naming {option}: {err!r}")
+    assert not failures, f"{command} {option} ({action.help!r}):\n" + "\n".join(failures)
+
+
+def _run(argv, capsys):
+    """``(exit code, stderr)`` of ``attnlab ARGV``; the code is ``None`` where the computation
+    would start (validation passed)."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    except Reached:
+        code = None
+    return code, capsys.readouterr().err
 
 
 def _no_nan_json(text: str) -> dict:
