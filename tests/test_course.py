@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html.parser
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -334,4 +335,21 @@ def test_without_npm_the_slides_are_refused_before_any_part(monkeypatch, tmp_pat
         build_course.main(["--out", str(tmp_path / "out"), "--no-html"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert exc.value.code == 2 and "need npm" in err and "--parts student,instructor,assignments" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_failing_npm_pack_refuses_the_slides_before_any_part(monkeypatch, tmp_path, capsys):
+    """npm installed but ``npm pack`` failing (offline): one error line with npm's last line and the
+    other parts, exit 2, nothing built, no traceback."""
+    fake = tmp_path / "bin" / "npm"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'npm error network request to https://registry.npmjs.org failed' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(build_course, "VENDOR_CACHE", tmp_path / "no-vendor")
+    with pytest.raises(SystemExit) as exc:
+        build_course.main(["--out", str(tmp_path / "out"), "--no-html"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2 and "npm pack" in err and "registry.npmjs.org failed" in err, err
+    assert "--parts student,instructor,assignments" in err, err
     assert not (tmp_path / "out").exists()

@@ -313,19 +313,28 @@ def vendor_cached() -> bool:
     return done.exists() and done.read_text() == json.dumps(VENDOR)
 
 
+class VendorError(RuntimeError):
+    """The slides' packages are not cached and cannot be fetched (no npm, or ``npm pack`` failed)."""
+
+
 def vendor() -> Path:
-    """reveal.js, MathJax 2, require.js and jQuery from the npm registry (npm pack), cached."""
+    """reveal.js, MathJax 2, require.js and jQuery from the npm registry (npm pack), cached.
+    Raises :class:`VendorError` (one line) without npm or when ``npm pack`` fails (offline)."""
     if vendor_cached():
         return VENDOR_CACHE
     if shutil.which("npm") is None:
-        raise SystemExit(NO_NPM)
+        raise VendorError(f"{NO_NPM}: install Node.js")
     done = VENDOR_CACHE / "complete"
     if VENDOR_CACHE.exists():
         shutil.rmtree(VENDOR_CACHE)
     VENDOR_CACHE.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
         specs = [f"{k}@{v}" for k, v in VENDOR.items()]
-        subprocess.run(["npm", "pack", "--silent", *specs], cwd=tmp, check=True, capture_output=True)
+        run = subprocess.run(["npm", "pack", "--silent", *specs], cwd=tmp, capture_output=True, text=True)
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or [f"exit {run.returncode}"])[-1]
+            raise VendorError(f"{NO_NPM}, and `npm pack {' '.join(specs)}` failed (is the npm registry "
+                              f"reachable?): {last}")
         for tgz in Path(tmp).glob("*.tgz"):
             with tarfile.open(tgz) as tar:
                 tar.extractall(Path(tmp) / tgz.stem, filter="data")
@@ -565,9 +574,12 @@ def main(argv=None) -> int:
     unknown = sorted(set(chapters) - set(chapter_names()))
     if unknown:
         ap.error(f"unknown chapters {unknown}: choose from {', '.join(chapter_names())}")
-    if "slides" in parts and not vendor_cached() and shutil.which("npm") is None:  # before any other part
-        others = ",".join(p for p in parts if p != "slides")
-        ap.error(f"{NO_NPM}: install Node.js" + (f", or leave them out with --parts {others}" if others else ""))
+    if "slides" in parts:  # fetched before any other part is built (and lost to a failure here)
+        try:
+            vendor()
+        except VendorError as exc:
+            others = ",".join(p for p in parts if p != "slides")
+            ap.error(f"{exc}" + (f"; or leave the slides out with --parts {others}" if others else ""))
     plan = course_plan()
     lectures = [l for l in plan["lectures"] if set(l["chapters"]) & set(chapters)]
     out.mkdir(parents=True, exist_ok=True)
