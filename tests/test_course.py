@@ -199,6 +199,33 @@ class _Deck(html.parser.HTMLParser):
                 self.leaves += 1
 
 
+@pytest.mark.parametrize("number", [lec["number"] for lec in PLAN["lectures"]])
+def test_decks_hold_every_section_exercise_and_statement(number):
+    """Every section heading of a lecture's chapters (wherever it sits in a cell), every exercise
+    statement and every prf block (the equations) is on a slide; the slides read only cells a
+    student may see (not solutions, not removed or skip-slide cells)."""
+    lecture = next(lec for lec in PLAN["lectures"] if lec["number"] == number)
+    cells = build_course.lecture_notebook(lecture).cells
+    deck = "\n\n".join(c.source for c in cells if c.cell_type == "markdown")
+    for name in lecture["chapters"]:
+        shown = build_course.remove_tagged(build_course.read_chapter(name),
+                                           tags=("solution", "remove-cell", "skip-slide"))
+        visible = "\n".join(c.source for c in shown.cells if c.cell_type == "markdown")
+        as_slide = lambda text: build_course.slide_markdown(text, build_course.glued(shown), {})
+        headings = re.findall(r"^#{1,2} .+$", visible, flags=re.M)
+        assert len(headings) > 3, name
+        for heading in headings:
+            assert as_slide(heading) in deck, (name, heading)
+        statements = re.findall(r"^:{3,}\{exercise\}\n(?::\w+:.*\n)*\n?(.+)$", visible, flags=re.M)
+        assert statements and len(statements) == visible.count("{exercise}"), name
+        for first_line in statements:
+            assert as_slide(first_line) in deck, (name, first_line)
+        for kind, title in re.findall(r"^```\{prf:(\w+)\} (.+)$", visible, flags=re.M):
+            assert f"**{kind.capitalize()}: {as_slide(title)}**" in deck, (name, title)
+    exercises = [c.source for c in cells if c.cell_type == "markdown" and c.source.startswith("**Exercise**")]
+    assert exercises and all(len(e.strip()) > 40 for e in exercises), number
+
+
 @pytest.mark.course
 def test_slide_decks_work_offline(course):
     slides = course / "slides"

@@ -375,61 +375,129 @@ def slide_markdown(src: str, values: dict, bib: dict) -> str:
         return text
 
     src = _ROLE.sub(role, src).replace("Chapter Chapter ", "Chapter ")
-    out = []
+    out, fences = [], []  # fences: (fence, whether a directive: its closing line is dropped)
     for line in src.splitlines():
-        m = re.match(r"^:{3,}\{(\w[\w-]*)\}\s*(.*)$", line)
+        m = re.match(r"^(:{3,}|`{3,})\{(\w[\w:-]*)\}\s*(.*)$", line)
         if m:
-            kind, arg = m.groups()
-            title = arg or {"exercise": "Exercise"}.get(kind, "")
+            fence, kind, arg = m.groups()
+            fences.append((fence, True))
+            if kind.startswith("prf:"):
+                title = kind[4:].capitalize() + (f": {arg}" if arg else "")
+            else:
+                title = arg or {"exercise": "Exercise"}.get(kind, "")
             out.append(f"**{title}**" if title else "")
             continue
-        if re.match(r"^:{3,}\s*$", line) or re.match(r"^:(label|class|tags):", line):
+        if fences and _closes(line, fences[-1][0]):
+            if not fences.pop()[1]:
+                out.append(line)
+            continue
+        if re.match(r"^`{3,}", line):  # a code block, kept
+            fences.append((re.match(r"^`{3,}", line).group(0), False))
+        if re.match(r"^:(label|class|tags|nonumber):", line):
             continue
         out.append(line)
     return "\n".join(out).strip()
 
 
+_HEADING = re.compile(r"^#{1,2} ")
+_FENCE = re.compile(r"^(:{3,}|`{3,})(\{[\w:-]+\})?")
+#: Directive blocks that become slides of their own, whole: exercises and prf's definitions,
+#: conjectures, algorithms and remarks (the equations of a lecture).
+_SLIDE_BLOCK = re.compile(r"^(:{3,}|`{3,})\{(exercise|prf:[\w-]+)\}")
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes a block opened by ``fence`` (``:::``, ```` ``` ````; at least as long)."""
+    stripped = line.strip()
+    return bool(stripped) and set(stripped) == {fence[0]} and len(stripped) >= len(fence)
+
+
+def markdown_units(src: str) -> list[str]:
+    """``src`` as paragraphs, headings and fenced blocks (``:::{exercise}``, ```` ```{prf:...} ````,
+    code), a fenced block whole however many blank lines it holds."""
+    units, current, fences = [], [], []
+
+    def flush():
+        if current:
+            units.append("\n".join(current))
+            current.clear()
+
+    for line in src.splitlines():
+        fence = _FENCE.match(line)
+        if fences:
+            current.append(line)
+            if _closes(line, fences[-1]):
+                fences.pop()
+                if not fences:
+                    flush()
+            elif fence and fence.group(2):  # a directive nested in the block
+                fences.append(fence.group(1))
+            continue
+        if not line.strip():
+            flush()
+            continue
+        if fence or _HEADING.match(line):
+            flush()
+        current.append(line)
+        if fence:
+            fences.append(fence.group(1))
+        elif _HEADING.match(line):
+            flush()
+    flush()
+    return units
+
+
+def chapter_slides(src: str) -> list[tuple[str, str]]:
+    """The slides of one markdown cell of a chapter: ``("slide", text)`` for every ``#``/``##``
+    heading (wherever it sits in the cell) with its first paragraph, and the paragraphs after
+    it while the previous one ends in a colon (the equation it announces); a ``#`` title with
+    everything up to the next heading (the chapter's learning goals); ``("subslide", text)``
+    for every exercise and prf block, whole."""
+    slides, section, growing = [], None, False
+    for unit in markdown_units(src):
+        if _SLIDE_BLOCK.match(unit):
+            slides.append(("subslide", unit))
+            growing = False  # the section's slide comes before its blocks: no text from after them
+        elif _HEADING.match(unit):
+            section, growing = [unit], True
+            slides.append(("slide", section))
+        elif growing:
+            section.append(unit)
+            growing = section[0].startswith("# ") or unit.rstrip().endswith(":")
+    return [(kind, "\n\n".join(body) if isinstance(body, list) else body) for kind, body in slides]
+
+
 def lecture_notebook(lecture: dict):
     """The deck of one lecture: per chapter, the title and learning goals, every section
-    heading with its first paragraph, every figure (code hidden), every cell tagged
-    ``slide``, and the exercise statements (cells tagged ``solution`` or ``remove-cell``
-    never)."""
+    heading (``#``/``##``, wherever it sits in a cell) with its first paragraph, every figure
+    (code hidden), every cell tagged ``slide``, and every exercise statement whole (cells
+    tagged ``solution``, ``remove-cell`` or ``skip-slide`` never)."""
     bib = {"cui2024phase": "Cui, Behrens, Krzakala, Zdeborová (2024)"}
-    cells = []
     title = nbformat.v4.new_markdown_cell(
         f"# Lecture {lecture['number']}: {lecture['title']}\n\n"
         f"{lecture['minutes']} minutes · chapters {', '.join(c[:2] for c in lecture['chapters'])} "
         "of *Positional and semantic attention: a solvable model* (attnlab)")
-    title.metadata["slideshow"] = {"slide_type": "slide"}
-    cells.append(title)
+    slides = [("slide", title)]
     for name in lecture["chapters"]:
         nb = remove_tagged(read_chapter(name), tags=("solution", "remove-cell", "skip-slide"))
         values = glued(read_chapter(name))
+        md = lambda text: nbformat.v4.new_markdown_cell(slide_markdown(text, values, bib))
         for cell in nb.cells:
             tags = cell.metadata.get("tags", [])
-            kind = None
-            if cell.cell_type == "markdown":
-                src = cell.source.lstrip()
-                if src.startswith("# ") or src.startswith("## ") or "slide" in tags:
-                    kind = "slide"
-                    if src.startswith("## "):  # heading + first paragraph
-                        paras = src.split("\n\n")
-                        src = "\n\n".join(paras[:2])
-                elif "{exercise}" in src:
-                    kind = "subslide"
-                if kind:
-                    new = nbformat.v4.new_markdown_cell(slide_markdown(src, values, bib))
+            if cell.cell_type == "markdown" and "slide" in tags:
+                slides.append(("slide", md(cell.source)))
+            elif cell.cell_type == "markdown":
+                slides += [(kind, md(text)) for kind, text in chapter_slides(cell.source)]
             elif cell.cell_type == "code":
                 images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
                 if images or "slide" in tags:
-                    kind = "slide" if "slide" in tags else "subslide"
                     new = nbformat.v4.new_code_cell(cell.source)
                     new.outputs = images if images else cell.outputs
                     new.metadata["tags"] = ["remove-input"]
-            if kind:
-                new.metadata["slideshow"] = {"slide_type": kind}
-                cells.append(new)
-    nb = nbformat.v4.new_notebook(cells=cells)
+                    slides.append(("slide" if "slide" in tags else "subslide", new))
+    for kind, cell in slides:
+        cell.metadata["slideshow"] = {"slide_type": kind}
+    nb = nbformat.v4.new_notebook(cells=[cell for _, cell in slides])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 
