@@ -261,7 +261,7 @@ def answers_markdown(chapters: list[str]) -> str:
                     label = re.search(r":label: (\S+)", block)
                     body = re.sub(r":label: \S+\n", "", block).strip()
                     lines += [f"### Exercise `{label.group(1) if label else ''}`", "",
-                              fill_glue(body, values), ""]
+                              plain_roles(fill_glue(body, values), BIB), ""]
             elif "solution" in tags and "remove-cell" not in tags:
                 if cell.cell_type == "code":
                     lines += ["```python", src.rstrip(), "```", ""]
@@ -276,7 +276,7 @@ def answers_markdown(chapters: list[str]) -> str:
                                   src + "\n", flags=re.M)
                     body = re.sub(r"^:{3,}\s*$", "", body, flags=re.M).strip()
                     if body:
-                        lines += ["**Answer.** " + fill_glue(body, values), ""]
+                        lines += ["**Answer.** " + plain_roles(fill_glue(body, values), BIB), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -356,12 +356,27 @@ def vendor() -> Path:
     return VENDOR_CACHE
 
 
+#: How a ``{cite}`` role reads outside the book (slides, answers).
+BIB = {"cui2024phase": "Cui, Behrens, Krzakala, Zdeborová (2024)"}
 _ROLE = re.compile(r"\{(\w+)(?::\w+)?\}`([^`]*)`")
 
 
-def slide_markdown(src: str, values: dict, bib: dict) -> str:
-    """MyST markdown -> plain markdown that nbconvert renders (directives unwrapped, roles as text)."""
-    src = fill_glue(src, values)
+def label_titles() -> dict:
+    """The chapters' targets by label: ``(sec-x)=`` before a heading -> its title, a prf block's
+    ``:label:`` -> its title (what a ``{ref}`` or ``{prf:ref}`` role shows in the book)."""
+    titles = {}
+    for path in sorted((ROOT / "book" / "md").glob("*.md")):
+        text = path.read_text()
+        titles.update(re.findall(r"^\((\S+)\)=\n#+ (.+)$", text, flags=re.M))
+        titles.update((label, title) for title, label in
+                      re.findall(r"^`{3,}\{prf:\w+\} (.+)\n:label: (\S+)$", text, flags=re.M))
+    return titles
+
+
+def plain_roles(src: str, bib: dict) -> str:
+    """MyST roles as plain text: ``{doc}`` -> "Chapter N", ``{ref}`` -> the target's title in
+    quotes, ``{func}`` -> the name in code, ``{cite}`` -> the authors from ``bib``."""
+    titles = label_titles()
 
     def role(m):
         kind, text = m.group(1), m.group(2)
@@ -372,9 +387,16 @@ def slide_markdown(src: str, values: dict, bib: dict) -> str:
             return f"`{text.lstrip('~').split('.')[-1] if text.startswith('~') else text}`"
         if kind == "doc":
             return "Chapter " + text.split("/")[-1][:2].lstrip("0")
+        if kind in ("ref", "prf") and text in titles:
+            return f"\"{titles[text]}\""
         return text
 
-    src = _ROLE.sub(role, src).replace("Chapter Chapter ", "Chapter ")
+    return _ROLE.sub(role, src).replace("Chapter Chapter ", "Chapter ")
+
+
+def slide_markdown(src: str, values: dict, bib: dict) -> str:
+    """MyST markdown -> plain markdown that nbconvert renders (directives unwrapped, roles as text)."""
+    src = plain_roles(fill_glue(src, values), bib)
     out, fences = [], []  # fences: (fence, whether a directive: its closing line is dropped)
     for line in src.splitlines():
         m = re.match(r"^(:{3,}|`{3,})\{(\w[\w:-]*)\}\s*(.*)$", line)
@@ -472,7 +494,7 @@ def lecture_notebook(lecture: dict):
     heading (``#``/``##``, wherever it sits in a cell) with its first paragraph, every figure
     (code hidden), every cell tagged ``slide``, and every exercise statement whole (cells
     tagged ``solution``, ``remove-cell`` or ``skip-slide`` never)."""
-    bib = {"cui2024phase": "Cui, Behrens, Krzakala, Zdeborová (2024)"}
+    bib = BIB
     title = nbformat.v4.new_markdown_cell(
         f"# Lecture {lecture['number']}: {lecture['title']}\n\n"
         f"{lecture['minutes']} minutes · chapters {', '.join(c[:2] for c in lecture['chapters'])} "
