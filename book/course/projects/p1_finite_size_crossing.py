@@ -12,13 +12,13 @@ alphas = np.array([0.8, 1.0, 1.2, 1.4, 1.6])
 dims, seeds = (100,), range(2)            # TODO: d = 100, 200, 500, 1000 and >= 5 seeds
 
 for d in dims:
-    gap = np.zeros((len(seeds), len(alphas)))   # eps_t(random start) - eps_t(informed start)
+    gap = np.zeros((len(seeds), len(alphas)))   # eps_t(informed start) - eps_t(random start)
     for i, seed in enumerate(seeds):
         for j, a in enumerate(alphas):
             e = {init: attnlab.run_simulation(params, a, d, init=init, method="lbfgs",
                                               seed=seed, progress=False).eps_t
                  for init in ("random", "semantic")}
-            gap[i, j] = e["random"] - e["semantic"]
+            gap[i, j] = e["semantic"] - e["random"]
     print(d, np.round(gap.mean(axis=0) * 1e4, 2), "(1e-4)")
     # TODO: locate the zero of the mean gap (see attnlab.extrapolation.crossing), with an
     # error bar from the seeds, and extrapolate the crossing in 1/d to compare with the

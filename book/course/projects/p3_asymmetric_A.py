@@ -15,7 +15,7 @@ for alpha in np.arange(0.5, 2.01, 0.5):
     r = {b: solve_state_evolution(params, alpha, b, quad=quad) for b in ("positional", "semantic")}
     print(alpha, {b: (round(x.eps_t, 5), round(x.eps_g, 5)) for b, x in r.items()})
 # TODO (see "What is well defined" on the projects page): for omega in 0..0.5, the gap
-# eps_t(positional) - eps_t(semantic) with its error (error_estimate=True ->
+# eps_t(semantic) - eps_t(positional) with its error (error_estimate=True ->
 # quadrature_error), a crossing only where the gap changes sign by more than that error;
 # m and theta of the branches; alpha_l where the semantic eps_g falls below the linear
 # baseline, or a lower bound alpha_l > alpha_max; report non-converged or collapsed points
