@@ -629,8 +629,21 @@ def _sweep_title(runs, extra: str = "") -> str:
     A = ""
     if not np.isclose(runs["A11"][0], DEFAULT_A[0][0]):
         A = f", A=[[{runs['A11'][0]:g}, {runs['A12'][0]:g}], [{runs['A21'][0]:g}, {runs['A22'][0]:g}]]"
-    return (rf"$\omega$={values('omega')}, $\sigma$={values('sigma')}, $\lambda$={values('lambda')}{A}, "
-            f"d={values('d')}, {len(np.unique(runs['seed']))} seed(s){extra}")
+    title = (rf"$\omega$={values('omega')}, $\sigma$={values('sigma')}, $\lambda$={values('lambda')}{A}, "
+             f"d={values('d')}, {len(np.unique(runs['seed']))} seed(s){extra}")
+    return _wrap_clauses(title)
+
+
+def _wrap_clauses(text: str, width: int = 110) -> str:
+    """``text`` in lines of at most about ``width`` characters, broken only after "; " (never
+    inside a ``$...$`` formula): a long figure title fits the figure instead of running off it."""
+    lines = []
+    for clause in text.split("; "):
+        if lines and len(lines[-1]) + 2 + len(clause) <= width:
+            lines[-1] += "; " + clause
+        else:
+            lines.append(clause)
+    return ";\n".join(lines)
 
 
 def _save(fig, path, dpi=110):
