@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from .params import (BRANCHES, COUNTING_ATTENTION, COUNTING_DEFAULTS, DEFAULT_A, DEFAULT_ALPHA_MAX, DEFAULT_LAM,
-                     DEFAULT_MINIMIZER, DEFAULT_OMEGA, DEFAULT_SIGMA, DEFAULT_XTOL, INITS, METHODS, MINIMIZERS,
-                     ModelParams, check_int)
+                     DEFAULT_MINIMIZER, DEFAULT_OMEGA, DEFAULT_SIGMA, DEFAULT_TOL, DEFAULT_XTOL, FOLLOWED_TOL, INITS,
+                     LAM_MAX, MAX_EPOCHS, MAX_STEPS, MAX_TOLERANCE, METHODS, MIN_TOLERANCE, MIN_XTOL, MINIMIZERS,
+                     SIGMA_LIMIT, SIGMA_MAX, SIGMA_MIN, ModelParams, check_int)
 
 __all__ = ["main", "run", "build_parser", "check_output", "REPORT_ONLY"]
 
@@ -46,34 +47,38 @@ def _parse_list(name: str, text: str | None, kind):
     """A comma-separated list of ``kind`` values (``None`` if ``text`` is); ``ValueError`` naming ``name``."""
     if text is None:
         return None
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
         raise ValueError(f"{name} must be a non-empty comma-separated list, got {text!r}")
+    if not all(parts):
+        raise ValueError(f"{name} has an empty item (two commas in a row, or one at an end), got {text!r}")
     try:
         return [kind(p) for p in parts]
     except ValueError:
         raise ValueError(f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}") from None
 
 
-def _add_model_arguments(p: argparse.ArgumentParser, omega_required: bool = True,
-                         state_evolution: bool = False) -> None:
-    """Add ``--omega --sigma --lam --A`` to a sub-command parser (``state_evolution``: one solving
-    the state evolution, which needs ``lam > 0``)."""
-    p.add_argument("--omega", type=float, required=omega_required, default=None if omega_required else DEFAULT_OMEGA,
-                   help="positional weight of the teacher, in [0, 1]")
+def _add_model_arguments(p: argparse.ArgumentParser, omega: bool = True, state_evolution: bool = False) -> None:
+    """Add ``--omega --sigma --lam --A`` to a sub-command parser (``omega=False``: no ``--omega``,
+    for a command taking a list of them; ``state_evolution``: a command solving the state
+    evolution, which has its own ranges of ``sigma`` and ``lambda``)."""
+    if omega:
+        p.add_argument("--omega", type=float, required=True, help="positional weight of the teacher, in [0, 1]")
+    sigma_range = f"in [{SIGMA_MIN:g}, {SIGMA_LIMIT:g}]" if state_evolution else f"in (0, {SIGMA_MAX:g}]"
     p.add_argument("--sigma", type=float, default=DEFAULT_SIGMA,
-                   help=f"token content std sigma > 0 (default {DEFAULT_SIGMA})")
-    lam_range = "> 0 (the state evolution needs a ridge)" if state_evolution else ">= 0"
+                   help=f"token content std sigma, {sigma_range} (default {DEFAULT_SIGMA})")
+    lam_range = (f"in (0, {LAM_MAX:g}] (the state evolution needs a ridge)" if state_evolution
+                 else f"in [0, {LAM_MAX:g}]")
     p.add_argument("--lam", type=float, default=DEFAULT_LAM,
-                   help=f"ridge strength lambda {lam_range} (default {DEFAULT_LAM})")
+                   help=f"ridge strength lambda, {lam_range} (default {DEFAULT_LAM})")
     p.add_argument("--A", type=_parse_A, default=DEFAULT_A,
-                   help="teacher positional matrix a11,a12,a21,a22 (default "
+                   help="teacher positional matrix a11,a12,a21,a22: non-negative, each row summing to 1 (default "
                         f"{','.join(f'{v:g}' for row in DEFAULT_A for v in row)})")
 
 
 def _params(args, rank: int = 1) -> ModelParams:
     """:class:`~attnlab.params.ModelParams` from parsed ``--omega --sigma --lam --A``."""
-    return ModelParams(sigma=args.sigma, lam=args.lam, omega=args.omega, A=args.A, r=rank)
+    return ModelParams(sigma=args.sigma, lam=args.lam, omega=getattr(args, "omega", DEFAULT_OMEGA), A=args.A, r=rank)
 
 
 def check_output(option: str, path, *, folder: bool) -> Path:
@@ -128,16 +133,18 @@ def _add_train(sub) -> None:
     p.add_argument("--alpha", type=float, required=True,
                    help="sample complexity n/d > 0, with n = round(alpha * d) >= 1")
     p.add_argument("--d", type=int, required=True, help="embedding dimension, an integer >= 2")
-    p.add_argument("--init", choices=INITS, default="random")
+    p.add_argument("--init", choices=INITS, default="random", help="initialisation of Q (default random)")
     p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default 0)")
     p.add_argument("--rank", type=int, default=1, help="rank of the student, an integer >= 1 (default 1)")
-    p.add_argument("--method", choices=METHODS, default="gd")
-    p.add_argument("--steps", type=int, default=None, help="step budget, an integer >= 1 (default: the method's)")
+    p.add_argument("--method", choices=METHODS, default="gd", help="optimiser (default gd)")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"step budget, an integer in [1, {MAX_STEPS}] (default: the method's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate > 0 (default: the method's)")
     p.add_argument("--n-test", type=int, default=20_000, help="fresh test samples, an integer >= 2 (default 20000)")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="floating-point type of the training (default float64)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default), cuda or cuda:N")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--strict", action="store_true",
                    help="exit with code 3 if the optimiser did not converge (default: exit 0 with a warning)")
@@ -149,8 +156,12 @@ def _add_train(sub) -> None:
 def _cmd_theory(args) -> dict:
     from .theory import solve_state_evolution
 
-    res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=args.tol,
+    tol = DEFAULT_TOL if args.tol is None else args.tol
+    res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=tol,
                                 error_estimate=args.error_estimate, minimizer=args.minimizer)
+    if args.tol is not None and args.minimizer == "followed" and args.tol < FOLLOWED_TOL:
+        warnings.warn(f"--tol {args.tol:g} is below the followed minimiser's residual floor {FOLLOWED_TOL:g} and "
+                      "changes nothing (--minimizer global solves to the tolerance)", RuntimeWarning)
     return res.to_dict()
 
 
@@ -181,10 +192,7 @@ def _warn_not_found(transitions) -> None:
 def _cmd_phase_diagram(args) -> dict:
     from .theory import phase_diagram
 
-    try:
-        omegas = [float(v) for v in args.omegas.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"--omegas must be comma-separated numbers in [0, 1], got {args.omegas!r}") from None
+    omegas = _parse_list("--omegas", args.omegas, float)
     if args.out:  # check the output before the long computation
         import matplotlib.pyplot as plt
 
@@ -211,7 +219,7 @@ def _add_threshold_arguments(p) -> None:
                    help=f"search alpha_c, alpha_l in (0, alpha_max], alpha_max in (0, 1000] "
                         f"(default {DEFAULT_ALPHA_MAX:g})")
     p.add_argument("--xtol", type=float, default=DEFAULT_XTOL,
-                   help=f"tolerance in alpha, in (0, 0.01] (default {DEFAULT_XTOL:g})")
+                   help=f"tolerance in alpha, in [{MIN_XTOL:g}, {MAX_TOLERANCE:g}] (default {DEFAULT_XTOL:g})")
 
 
 def _add_minimizer(p) -> None:
@@ -226,8 +234,10 @@ def _add_state_evolution(sub) -> None:
     _add_model_arguments(p, state_evolution=True)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic")
-    p.add_argument("--tol", type=float, default=1e-7,
-                   help="tolerance on the max-norm of the fixed-point residual, in (0, 0.01] (default 1e-7)")
+    p.add_argument("--tol", type=float, default=None,
+                   help=f"tolerance on the max-norm of the fixed-point residual, in [{MIN_TOLERANCE:g}, "
+                        f"{MAX_TOLERANCE:g}] (default {DEFAULT_TOL:g}); the followed minimiser stops at "
+                        f"{FOLLOWED_TOL:g} at the least (its quasi-Monte Carlo floor): --minimizer global for less")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
     _add_minimizer(p)
     p.add_argument("--json", action="store_true")
@@ -241,7 +251,7 @@ def _add_state_evolution(sub) -> None:
     p.set_defaults(func=_cmd_transition)
 
     p = sub.add_parser("phase-diagram", help="alpha_c(omega) and alpha_l(omega)")
-    _add_model_arguments(p, omega_required=False, state_evolution=True)
+    _add_model_arguments(p, omega=False, state_evolution=True)
     p.add_argument("--omegas", default=",".join(f"{w:.2f}" for w in np.linspace(0.0, 0.5, 6)),
                    help="comma-separated omegas in [0, 1] (default 0,0.1,...,0.5)")
     _add_threshold_arguments(p)
@@ -277,7 +287,8 @@ def _add_counting(sub) -> None:
     p.add_argument("--attention", default="both", metavar="{" + ",".join(COUNTING_ATTENTION) + "}",
                    help="what queries and keys see (default: both)")
     p.add_argument("--seed", type=int, default=0, help="random seed, an integer >= 0 (default: 0)")
-    p.add_argument("--epochs", type=int, default=d["epochs"], help=f"an integer >= 1 (default: {d['epochs']})")
+    p.add_argument("--epochs", type=int, default=d["epochs"],
+                   help=f"an integer in [1, {MAX_EPOCHS}] (default: {d['epochs']})")
     p.add_argument("--n-train", type=int, default=d["n_train"], help=f"an integer >= 1 (default: {d['n_train']})")
     p.add_argument("--n-test", type=int, default=d["n_test"], help=f"an integer >= 1 (default: {d['n_test']})")
     p.add_argument("--batch-size", type=int, default=d["batch_size"],

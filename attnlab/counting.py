@@ -28,7 +28,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .objective import resolve_device
-from .params import COUNTING_ATTENTION, COUNTING_DEFAULTS, check_choice, check_int, check_positive
+from .params import COUNTING_ATTENTION, COUNTING_DEFAULTS, MAX_EPOCHS, check_choice, check_int, check_positive
 from .training import TrainingDivergedError
 
 __all__ = ["ATTENTION_MODES", "DEFAULTS", "CountingTransformer", "CountingResult",
@@ -429,7 +429,7 @@ def train_counting(attention: str = "both", seed: int = 0, *, L: int = DEFAULTS[
     n_train, n_test : int
         Training and test sequences.
     epochs, batch_size : int
-        Passes over the training set and sequences per Adam step.
+        Passes over the training set (in ``[1, 1000]``) and sequences per Adam step (``>= 1``).
     lr : float
         Adam learning rate, ``> 0``.
     device : str or torch.device
@@ -460,7 +460,7 @@ def train_counting(attention: str = "both", seed: int = 0, *, L: int = DEFAULTS[
     seed = check_int("seed", seed, 0)
     n_train = check_int("n_train", n_train, 1)
     n_test = check_int("n_test", n_test, 1)
-    epochs = check_int("epochs", epochs, 1)
+    epochs = check_int("epochs", epochs, 1, MAX_EPOCHS)
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_positive("lr", lr)
     _check_model_sizes(L, T, d_model, d_hidden)

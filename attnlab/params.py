@@ -16,13 +16,44 @@ import numpy as np
 __all__ = ["ModelParams", "DEFAULT_SIGMA", "DEFAULT_LAM", "DEFAULT_OMEGA", "DEFAULT_A", "DEFAULT_ALPHA_MAX",
            "DEFAULT_XTOL", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES", "MINIMIZERS",
            "DEFAULT_MINIMIZER", "COUNTING_ATTENTION", "COUNTING_DEFAULTS", "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE",
+           "MIN_TOLERANCE", "MIN_XTOL", "DEFAULT_TOL", "FOLLOWED_TOL",
+           "MAX_STEPS", "MAX_EPOCHS",
+           "SIGMA_MAX", "LAM_MAX", "SIGMA_LIMIT", "SIGMA_MIN",
            "check_positive", "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params",
            "check_finite_array", "check_memory", "memory_bytes", "check_path", "check_xy"]
 
 #: Largest tolerance accepted for a fixed point (``tol``) or a root in ``alpha`` (``xtol``):
 #: a looser one would return the starting point as "converged".
 MAX_TOLERANCE = 1e-2
+#: Smallest tolerance accepted for a fixed point (``tol``): the global minimiser's residual
+#: reaches 1e-14 at the paper's parameters, rounding decides below.
+MIN_TOLERANCE = 1e-12
+#: Smallest tolerance accepted for a root in ``alpha`` (``xtol``): six digits of ``alpha_c``,
+#: already below what the followed minimiser's quasi-Monte Carlo noise lets one resolve.
+MIN_XTOL = 1e-6
 
+#: Largest step budget of an optimiser (``steps``) and number of epochs of the counting
+#: task (``epochs``): beyond them a run would last days on a laptop, which looks like a hang.
+MAX_STEPS = 1_000_000
+MAX_EPOCHS = 1_000
+#: Default tolerance of a state-evolution fixed point (``solve_state_evolution``'s ``tol``).
+DEFAULT_TOL = 1e-7
+#: Smallest residual tolerance used with the followed minimiser and the default
+#: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
+#: The quasi-Monte Carlo map moves in steps (a node whose descent changes basin
+#: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
+#: residual; the integration error of the fixed point (about 1e-3) is larger still.
+FOLLOWED_TOL = 3e-4
+#: Largest ``sigma`` and ``lambda`` of :class:`ModelParams`: far beyond the model's regime
+#: (order one and 0.01), and below where the data or the ridge update overflow (1e300 did).
+SIGMA_MAX = 1e3
+LAM_MAX = 1e3
+#: Largest ``sigma`` of the state evolution (the split rule's scan and the quasi-Monte Carlo
+#: points are built for ``sigma`` of order one: at 10 the fixed point is not reached).
+SIGMA_LIMIT = 5.0
+#: Smallest ``sigma`` of the state evolution (at 1e-3 the positional branch's iteration
+#: underflows; at 0.01 and 0.02 it still converges).
+SIGMA_MIN = 0.01
 #: The paper's parameters (Sec. 4): token-content scale ``sigma``, ridge strength
 #: ``lambda`` and positional weight ``omega`` of its figures; the defaults of
 #: :class:`ModelParams`.
@@ -124,23 +155,25 @@ def check_in_range(name: str, value: float, lo: float, hi: float, *, open_lo: bo
     return v
 
 
-def check_int(name: str, value: int, minimum: int) -> int:
-    """Return ``int(value)`` if it is an integer ``>= minimum``, else raise ``ValueError``
-    (a float counts if it holds an integer below ``2**53``, where floats are exact)."""
+def check_int(name: str, value: int, minimum: int, maximum: int | None = None) -> int:
+    """Return ``int(value)`` if it is an integer ``>= minimum`` (and ``<= maximum``), else raise
+    ``ValueError`` (a float counts if it holds an integer below ``2**53``, where floats are exact)."""
+    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, (float, np.floating)) and float(value).is_integer() and abs(value) < 2 ** 53:
             value = int(value)
         else:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {_shown(value)}")
+            raise ValueError(f"{name} must be an integer {allowed}, got {_shown(value)}")
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer {allowed}, got {_shown(value)}")
     return int(value)
 
 
-def check_tolerance(name: str, value: float, maximum: float = MAX_TOLERANCE) -> float:
-    """Return ``float(value)`` if it is a tolerance in ``(0, maximum]``, else raise
-    ``ValueError`` (``TypeError`` if it is not a real number) naming ``name``."""
-    return check_in_range(name, value, 0.0, maximum, open_lo=True)
+def check_tolerance(name: str, value: float, maximum: float = MAX_TOLERANCE, minimum: float = MIN_TOLERANCE) -> float:
+    """Return ``float(value)`` if it is a tolerance in ``[minimum, maximum]``, else raise
+    ``ValueError`` (``TypeError`` if it is not a real number) naming ``name`` (a tolerance
+    below ``minimum`` could not be met, and would be reported as met or run on)."""
+    return check_in_range(name, value, minimum, maximum)
 
 
 def check_params(params, name: str = "params") -> "ModelParams":
@@ -263,10 +296,11 @@ class ModelParams:
     ----------
     sigma : float
         Standard deviation of the token content, ``z_l ~ N(0, sigma^2 I_d)``;
-        must be in ``(0, inf)``. Paper: 0.5.
+        must be in ``(0, SIGMA_MAX]`` = ``(0, 1000]``. Paper: 0.5.
     lam : float
         Ridge strength ``lambda`` of the risk ``R(Q)`` (Sec. 3 of the paper);
-        must be in ``[0, inf)``. Paper: 0.01.
+        must be in ``[0, LAM_MAX]`` = ``[0, 1000]`` (from ``lambda`` of order one on, every
+        minimum is ``Q = 0``). Paper: 0.01.
     omega : float
         Weight of the positional part of the teacher,
         ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A``; in ``[0, 1]``.
@@ -297,8 +331,8 @@ class ModelParams:
         L = check_int("L", self.L, 2)
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "r", check_int("r (rank)", self.r, 1))
-        object.__setattr__(self, "sigma", check_positive("sigma", self.sigma))
-        object.__setattr__(self, "lam", check_positive("lambda (lam)", self.lam, strict=False))
+        object.__setattr__(self, "sigma", check_in_range("sigma", self.sigma, 0.0, SIGMA_MAX, open_lo=True))
+        object.__setattr__(self, "lam", check_in_range("lambda (lam)", self.lam, 0.0, LAM_MAX))
         object.__setattr__(self, "omega", check_in_range("omega", self.omega, 0.0, 1.0))
         A = self.A
         if A is None:

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from .data import Dataset
 from .objective import TORCH_DTYPES, AttentionRisk, resolve_device
-from .params import (INITS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_finite_array, check_int,
+from .params import (INITS, MAX_STEPS, METHODS, POSITIONAL_INIT_SCALE, check_choice, check_finite_array, check_int,
                      check_positive)
 
 __all__ = ["TrainingDivergedError", "TrainResult", "initial_Q", "minimize_risk", "check_training_args"]
@@ -139,7 +139,7 @@ def check_training_args(*, method="gd", init="random", steps=None, lr=None, gtol
     if not isinstance(dtype, torch.dtype):
         check_choice("dtype", str(dtype), tuple(TORCH_DTYPES))
     return dict(method=method, init=check_choice("init", init, INITS),
-                steps=check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1),
+                steps=check_int("steps", DEFAULT_STEPS[method] if steps is None else steps, 1, MAX_STEPS),
                 lr=check_positive("lr", DEFAULT_LR.get(method, DEFAULT_LR["gd"]) if lr is None else lr)
                 if (method != "lbfgs" or lr is not None) else None,
                 gtol=check_positive("gtol", gtol, strict=False), seed=check_int("seed", seed, 0),
@@ -169,7 +169,7 @@ def minimize_risk(data: Dataset, lam: float, *, init: str = "random", method: st
     r : int
         Rank of ``Q``.
     steps : int, optional
-        Step (iteration) budget; method default if omitted.
+        Step (iteration) budget, in ``[1, 1e6]``; method default if omitted.
     lr : float, optional
         Learning rate for ``"gd"``/``"adam"``; method default if omitted.
     gtol : float

@@ -294,6 +294,12 @@ def test_cache_guard_reexecutes_when_library_or_cached_results_change(tmp_path):
         cache.mkdir()
         assert guard._outdated(app, env, set(), set(), set()) == []          # JSON unchanged
         assert cache.exists()
+    # `attnlab reproduce NAME --quick` output beside the tables: read by no chapter, keeps the cache
+    for suffix in ("-quick", "-quick-theory"):
+        for ext in ("csv", "json"):
+            (tmp_path / "results" / f"rank-2{suffix}.{ext}").write_text("alpha,m\n1.0,0.2\n")
+    assert guard._outdated(app, env, set(), set(), set()) == []
+    assert cache.exists()
 
 
 def test_book_build_starts_its_kernels_without_the_transport_warning(tmp_path):

@@ -34,8 +34,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..params import (BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS, ModelParams, check_choice, check_in_range, check_int,
-                      check_tolerance)
+from ..params import (BRANCHES, DEFAULT_MINIMIZER, DEFAULT_TOL, MINIMIZERS, ModelParams, check_choice, check_in_range,
+                      check_int, check_tolerance)
 from .channel import in_domain
 from .equations import (ALPHA_LIMIT, Overlaps, Quadrature, check_quadrature,
                         check_se_params)
@@ -109,7 +109,7 @@ def _first_on_branch(attempts, warm=None) -> SEResult:
 
 def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "semantic", *,
                           init: "Overlaps | SEResult | None" = None,
-                          quad: Quadrature | None = None, tol: float = 1e-7, max_iter: int = 300,
+                          quad: Quadrature | None = None, tol: float = DEFAULT_TOL, max_iter: int = 300,
                           error_estimate: bool = False, pin: bool = True,
                           minimizer: str | None = None, warn: bool = True, follow: bool = True) -> SEResult:
     """Fixed point of the state evolution on a branch (paper Result 4.2; book Chapter 5).
@@ -142,7 +142,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     quad : Quadrature, optional
         Expectation rule (default ``Quadrature()``).
     tol : float
-        Tolerance on the max-norm of the undamped residual (with the followed
+        Tolerance on the max-norm of the undamped residual, in ``[1e-12, 1e-2]`` (with the followed
         minimiser at least :func:`~attnlab.theory.followed_rule.followed_tolerance`,
         3e-4 with the default points).
     max_iter : int
@@ -188,9 +188,9 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         If ``params`` is not a :class:`~attnlab.params.ModelParams`, ``quad`` not a
         :class:`~attnlab.theory.quadrature.Quadrature` or ``init`` not an ``Overlaps``/``SEResult``.
     ValueError
-        Invalid ``alpha`` (in ``(0, 1e4]``), ``branch``, ``minimizer``, ``tol`` (in ``(0, 1e-2]``),
+        Invalid ``alpha`` (in ``(0, 1e4]``), ``branch``, ``minimizer``, ``tol`` (in ``[1e-12, 1e-2]``),
         ``init`` (needs ``q > 0``, ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``,
-        ``sigma > 5``, ``L != 2`` or rank ``!= 1``.
+        ``sigma`` outside ``[0.01, 5]``, ``L != 2`` or rank ``!= 1``.
     StateEvolutionError
         If the iteration leaves the domain of the equations and cannot recover.
 

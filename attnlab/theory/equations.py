@@ -26,22 +26,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import DEFAULT_MINIMIZER, MINIMIZERS, ModelParams, check_params
+from ..params import DEFAULT_MINIMIZER, MINIMIZERS, SIGMA_LIMIT, SIGMA_MIN, ModelParams, check_params
 from .channel import ChannelMoments, field_scales, gauss_hermite_expectations
 from .followed_rule import followed_expectations
 from .kernels import mean_loss
 from .quadrature import QMCRule, Quadrature, Symmetry, tensor_rule
 from .split_rule import split_expectations, start_compile_helper
 
-__all__ = ["Overlaps", "Hats", "ALPHA_LIMIT", "SIGMA_LIMIT", "AttentionChannel",
+__all__ = ["Overlaps", "Hats", "ALPHA_LIMIT", "SIGMA_LIMIT", "SIGMA_MIN", "AttentionChannel",
            "RidgePrior", "StateEvolution", "channel_update", "ridge_update", "generalization_error", "free_entropy",
            "check_se_params", "check_quadrature"]
 
 #: Largest ``alpha`` of the state evolution (at 1e6 the iteration leaves its domain).
 ALPHA_LIMIT = 1e4
-#: Largest ``sigma`` of the state evolution (the split rule's scan and the quasi-Monte Carlo
-#: points are built for ``sigma`` of order one: at 10 the fixed point is not reached).
-SIGMA_LIMIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,16 +68,17 @@ class Hats:
 def check_se_params(params) -> ModelParams:
     """``params`` if the state evolution is implemented for it, else an error naming
     the parameter: ``TypeError`` for no :class:`~attnlab.params.ModelParams`,
-    ``ValueError`` for ``L != 2``, rank ``!= 1``, ``lambda = 0`` or ``sigma >`` :data:`SIGMA_LIMIT`."""
+    ``ValueError`` for ``L != 2``, rank ``!= 1``, ``lambda = 0`` or ``sigma`` outside
+    ``[SIGMA_MIN, SIGMA_LIMIT]`` = ``[0.01, 5]``."""
     check_params(params)
     if params.L != 2 or params.r != 1:
         raise ValueError(f"the state evolution is implemented for L = 2 and rank r = 1 (got L={params.L}, r={params.r})")
     if not params.lam > 0:
         raise ValueError(f"the state evolution needs lambda > 0 (got lambda={params.lam}); "
                          "without the ridge the proximal scale V is unbounded")
-    if params.sigma > SIGMA_LIMIT:
-        raise ValueError(f"sigma must be in (0, {SIGMA_LIMIT:g}] for the state evolution (its quadrature is built for "
-                         f"sigma of order one), got {params.sigma!r}")
+    if not SIGMA_MIN <= params.sigma <= SIGMA_LIMIT:
+        raise ValueError(f"sigma must be in [{SIGMA_MIN:g}, {SIGMA_LIMIT:g}] for the state evolution (its quadrature "
+                         f"is built for sigma of order one), got {params.sigma!r}")
     return params
 
 

@@ -34,20 +34,13 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-from ..params import BRANCHES, POSITIONAL_INIT_SCALE, check_choice
+from ..params import BRANCHES, FOLLOWED_TOL, POSITIONAL_INIT_SCALE, check_choice
 from . import kernels, precompile
 from .channel import MOMENTS, SIGNS, ChannelMoments, field_scales, fields
 from .quadrature import QMCRule, Quadrature, gaussian_points, points_cache_dir
 
 __all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
            "followed_tolerance", "LANE_KERNELS", "lane_kernels", "POINT_SETS", "default_point_sets"]
-
-#: Smallest residual tolerance used with the followed minimiser and the default
-#: point set (``2**17`` points); it grows as ``1/sqrt(points)`` for other point sets.
-#: The quasi-Monte Carlo map moves in steps (a node whose descent changes basin
-#: moves the expectations by ~1/N), which puts a floor of 1e-5 to 1e-4 under the
-#: residual; the integration error of the fixed point (about 1e-3) is larger still.
-FOLLOWED_TOL = 3e-4
 
 
 def followed_tolerance(rule: QMCRule) -> float:

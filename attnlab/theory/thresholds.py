@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from ..params import (BRANCHES, DEFAULT_ALPHA_MAX, DEFAULT_XTOL, ModelParams, check_choice, check_in_range, check_int,
-                      check_params, check_positive, check_tolerance)
+from ..params import (BRANCHES, DEFAULT_ALPHA_MAX, DEFAULT_XTOL, MIN_XTOL, ModelParams, check_choice, check_in_range,
+                      check_int, check_params, check_positive, check_tolerance)
 from .branches import BranchFollower, continuable, solve_side_by_side
 from .channel import teacher_diagonal
 from ..params import DEFAULT_MINIMIZER, MINIMIZERS
@@ -295,7 +295,8 @@ def _transition_args(params, alpha_max=DEFAULT_ALPHA_MAX, grid_points=7, xtol=DE
                      quad=None):
     """The validated arguments of :func:`find_transition` (its grid in place of ``alpha_max, grid_points``)."""
     check_se_params(params)
-    return (search_grid(alpha_max, grid_points), check_tolerance("xtol", xtol), check_tolerance("tol", tol),
+    return (search_grid(alpha_max, grid_points), check_tolerance("xtol", xtol, minimum=MIN_XTOL),
+            check_tolerance("tol", tol),
             check_choice("minimizer", DEFAULT_MINIMIZER if minimizer is None else minimizer, MINIMIZERS),
             check_quadrature(quad))
 
@@ -320,7 +321,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
     grid_points : int
         Points of the bracketing grid up to ``alpha_max = 3`` (more above, see :func:`search_grid`).
     xtol : float
-        Absolute tolerance of the roots in ``alpha``, in ``(0, 1e-2]``.
+        Absolute tolerance of the roots in ``alpha``, in ``[1e-6, 1e-2]``.
     quad : Quadrature, optional
     tol : float
         Tolerance of each fixed point (the roots need less than the 1e-7 of
@@ -346,8 +347,8 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
     TypeError
         If ``params`` is not a ``ModelParams`` or ``quad`` not a ``Quadrature``.
     ValueError
-        If ``alpha_max`` is not in ``(0, 1000]``, ``xtol`` or ``tol`` not in
-        ``(0, 1e-2]``, or ``grid_points < 3``.
+        If ``alpha_max`` is not in ``(0, 1000]``, ``xtol`` not in ``[1e-6, 1e-2]`` or ``tol`` not in
+        ``[1e-12, 1e-2]``, or ``grid_points < 3``.
     """
     grid, xtol, tol, minimizer, quad = _transition_args(params, alpha_max, grid_points, xtol, tol, minimizer, quad)
     alpha_max = grid[-1]

@@ -21,6 +21,9 @@ LOGGER = logging.getLogger(__name__)
 
 #: Inputs, relative to the book root, whose content decides the chapters' outputs.
 WATCHED = ("attnlab/**/*.py", "results/*.csv", "results/*.json", "book/_data/*.csv", "book/_data/*.json")
+#: Not inputs: ``attnlab reproduce NAME --quick`` writes ``NAME-quick.*`` and ``NAME-quick-theory.*``
+#: beside the cached tables (a check of the pipeline that no chapter reads).
+QUICK_SUFFIXES = ("-quick", "-quick-theory")
 
 
 def source_hash(root: Path) -> str:
@@ -28,7 +31,7 @@ def source_hash(root: Path) -> str:
     h = hashlib.sha256()
     for pattern in WATCHED:
         for path in sorted(root.glob(pattern)):
-            if "__pycache__" in path.parts:
+            if "__pycache__" in path.parts or path.stem.endswith(QUICK_SUFFIXES):
                 continue
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())
