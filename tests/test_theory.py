@@ -12,7 +12,7 @@ import pytest
 from attnlab import ModelParams, run_simulation
 from attnlab.theory import DEFAULT_MINIMIZER, Overlaps, Quadrature, linear_baseline_error, solve_state_evolution
 from attnlab.theory.channel import loss, proximal
-from attnlab.theory.followed_rule import FOLLOWED_TOL
+from attnlab.params import FOLLOWED_TOL
 from reference import T as ref_T, gauss2
 
 P0 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)

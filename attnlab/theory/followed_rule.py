@@ -39,12 +39,12 @@ from . import kernels, precompile
 from .channel import MOMENTS, SIGNS, ChannelMoments, field_scales, fields
 from .quadrature import QMCRule, Quadrature, gaussian_points, points_cache_dir
 
-__all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations", "FOLLOWED_TOL",
+__all__ = ["QMCRule", "gaussian_points", "initial_fields", "followed_expectations",
            "followed_tolerance", "LANE_KERNELS", "lane_kernels", "POINT_SETS", "default_point_sets"]
 
 
 def followed_tolerance(rule: QMCRule) -> float:
-    """The residual floor of the followed minimiser's map with ``rule``: :data:`FOLLOWED_TOL`
+    """The residual floor of the followed minimiser's map with ``rule``: :data:`~attnlab.params.FOLLOWED_TOL`
     at ``2**17`` points, growing as ``1 / sqrt(points)``."""
     return FOLLOWED_TOL * float(np.sqrt(2 ** 17 / rule.points))
 
