@@ -27,7 +27,7 @@ import numpy as np
 
 from .params import (BRANCHES, COUNTING_ATTENTION, COUNTING_DEFAULTS, DEFAULT_A, DEFAULT_ALPHA_MAX, DEFAULT_LAM,
                      DEFAULT_MINIMIZER, DEFAULT_OMEGA, DEFAULT_SIGMA, DEFAULT_TOL, DEFAULT_XTOL, FOLLOWED_TOL, INITS,
-                     LAM_MAX, MAX_EPOCHS, MAX_STEPS, MAX_TOLERANCE, METHODS, MIN_TOLERANCE, MIN_XTOL, MINIMIZERS,
+                     LAM_MAX, MAX_EPOCHS, MAX_STEPS, MAX_TOLERANCE, METHODS, MIN_XTOL, MINIMIZERS,
                      SIGMA_LIMIT, SIGMA_MAX, SIGMA_MIN, ModelParams, check_int)
 
 __all__ = ["main", "run", "build_parser", "check_output", "REPORT_ONLY"]
@@ -235,8 +235,8 @@ def _add_state_evolution(sub) -> None:
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic")
     p.add_argument("--tol", type=float, default=None,
-                   help=f"tolerance on the max-norm of the fixed-point residual, in [{MIN_TOLERANCE:g}, "
-                        f"{MAX_TOLERANCE:g}] (default {DEFAULT_TOL:g}); the followed minimiser stops at "
+                   help=f"tolerance on the max-norm of the fixed-point residual, in (0, {MAX_TOLERANCE:g}] "
+                        f"(default {DEFAULT_TOL:g}); the followed minimiser stops at "
                         f"{FOLLOWED_TOL:g} at the least (its quasi-Monte Carlo floor): --minimizer global for less")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
     _add_minimizer(p)

@@ -16,7 +16,7 @@ import numpy as np
 __all__ = ["ModelParams", "DEFAULT_SIGMA", "DEFAULT_LAM", "DEFAULT_OMEGA", "DEFAULT_A", "DEFAULT_ALPHA_MAX",
            "DEFAULT_XTOL", "PAPER_A_ASYMMETRIC", "INITS", "METHODS", "TEACHERS", "BRANCHES", "MINIMIZERS",
            "DEFAULT_MINIMIZER", "COUNTING_ATTENTION", "COUNTING_DEFAULTS", "POSITIONAL_INIT_SCALE", "MAX_TOLERANCE",
-           "MIN_TOLERANCE", "MIN_XTOL", "DEFAULT_TOL", "FOLLOWED_TOL",
+           "MIN_XTOL", "DEFAULT_TOL", "FOLLOWED_TOL",
            "MAX_STEPS", "MAX_EPOCHS",
            "SIGMA_MAX", "LAM_MAX", "SIGMA_LIMIT", "SIGMA_MIN",
            "check_positive", "check_in_range", "check_choice", "check_int", "check_tolerance", "check_params",
@@ -25,9 +25,6 @@ __all__ = ["ModelParams", "DEFAULT_SIGMA", "DEFAULT_LAM", "DEFAULT_OMEGA", "DEFA
 #: Largest tolerance accepted for a fixed point (``tol``) or a root in ``alpha`` (``xtol``):
 #: a looser one would return the starting point as "converged".
 MAX_TOLERANCE = 1e-2
-#: Smallest tolerance accepted for a fixed point (``tol``): the global minimiser's residual
-#: reaches 1e-14 at the paper's parameters, rounding decides below.
-MIN_TOLERANCE = 1e-12
 #: Smallest tolerance accepted for a root in ``alpha`` (``xtol``): six digits of ``alpha_c``,
 #: already below what the followed minimiser's quasi-Monte Carlo noise lets one resolve.
 MIN_XTOL = 1e-6
@@ -169,10 +166,13 @@ def check_int(name: str, value: int, minimum: int, maximum: int | None = None) -
     return int(value)
 
 
-def check_tolerance(name: str, value: float, maximum: float = MAX_TOLERANCE, minimum: float = MIN_TOLERANCE) -> float:
-    """Return ``float(value)`` if it is a tolerance in ``[minimum, maximum]``, else raise
-    ``ValueError`` (``TypeError`` if it is not a real number) naming ``name`` (a tolerance
-    below ``minimum`` could not be met, and would be reported as met or run on)."""
+def check_tolerance(name: str, value: float, maximum: float = MAX_TOLERANCE, minimum: float | None = None) -> float:
+    """Return ``float(value)`` if it is a tolerance in ``(0, maximum]`` (``[minimum, maximum]``
+    if ``minimum`` is given), else raise ``ValueError`` (``TypeError`` if it is not a real
+    number) naming ``name``. (A fixed point's ``tol`` has no lower bound: one below double
+    precision is reported as not met.)"""
+    if minimum is None:
+        return check_in_range(name, value, 0.0, maximum, open_lo=True)
     return check_in_range(name, value, minimum, maximum)
 
 

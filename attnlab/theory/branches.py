@@ -142,7 +142,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
     quad : Quadrature, optional
         Expectation rule (default ``Quadrature()``).
     tol : float
-        Tolerance on the max-norm of the undamped residual, in ``[1e-12, 1e-2]`` (with the followed
+        Tolerance on the max-norm of the undamped residual, in ``(0, 1e-2]`` (with the followed
         minimiser at least :func:`~attnlab.theory.followed_rule.followed_tolerance`,
         3e-4 with the default points).
     max_iter : int
@@ -188,7 +188,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
         If ``params`` is not a :class:`~attnlab.params.ModelParams`, ``quad`` not a
         :class:`~attnlab.theory.quadrature.Quadrature` or ``init`` not an ``Overlaps``/``SEResult``.
     ValueError
-        Invalid ``alpha`` (in ``(0, 1e4]``), ``branch``, ``minimizer``, ``tol`` (in ``[1e-12, 1e-2]``),
+        Invalid ``alpha`` (in ``(0, 1e4]``), ``branch``, ``minimizer``, ``tol`` (in ``(0, 1e-2]``),
         ``init`` (needs ``q > 0``, ``V > 0``, ``theta^2 < q sigma^2``), ``lambda = 0``,
         ``sigma`` outside ``[0.01, 5]``, ``L != 2`` or rank ``!= 1``.
     StateEvolutionError

@@ -348,7 +348,7 @@ def find_transition(params: ModelParams, *, alpha_max: float = DEFAULT_ALPHA_MAX
         If ``params`` is not a ``ModelParams`` or ``quad`` not a ``Quadrature``.
     ValueError
         If ``alpha_max`` is not in ``(0, 1000]``, ``xtol`` not in ``[1e-6, 1e-2]`` or ``tol`` not in
-        ``[1e-12, 1e-2]``, or ``grid_points < 3``.
+        ``(0, 1e-2]``, or ``grid_points < 3``.
     """
     grid, xtol, tol, minimizer, quad = _transition_args(params, alpha_max, grid_points, xtol, tol, minimizer, quad)
     alpha_max = grid[-1]
