@@ -28,7 +28,7 @@ import numpy as np
 from .params import (BRANCHES, COUNTING_ATTENTION, COUNTING_DEFAULTS, DEFAULT_A, DEFAULT_ALPHA_MAX, DEFAULT_LAM,
                      DEFAULT_MINIMIZER, DEFAULT_OMEGA, DEFAULT_SIGMA, DEFAULT_TOL, DEFAULT_XTOL, FOLLOWED_TOL, INITS,
                      LAM_MAX, MAX_EPOCHS, MAX_STEPS, MAX_TOLERANCE, METHODS, MIN_XTOL, MINIMIZERS,
-                     SIGMA_LIMIT, SIGMA_MAX, SIGMA_MIN, ModelParams, check_int)
+                     SIGMA_LIMIT, SIGMA_MAX, SIGMA_MIN, ModelParams, check_int, check_tolerance)
 
 __all__ = ["main", "run", "build_parser", "check_output", "REPORT_ONLY"]
 
@@ -156,12 +156,13 @@ def _add_train(sub) -> None:
 def _cmd_theory(args) -> dict:
     from .theory import solve_state_evolution
 
+    if args.tol is not None and args.minimizer == "followed" and check_tolerance("tol", args.tol) < FOLLOWED_TOL:
+        warnings.warn(f"--tol {args.tol:g} is below the followed minimiser's residual floor ({FOLLOWED_TOL:g} with "
+                      "its default points), which it stops at instead (--minimizer global solves to the tolerance)",
+                      RuntimeWarning)
     tol = DEFAULT_TOL if args.tol is None else args.tol
     res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=tol,
                                 error_estimate=args.error_estimate, minimizer=args.minimizer)
-    if args.tol is not None and args.minimizer == "followed" and args.tol < FOLLOWED_TOL:
-        warnings.warn(f"--tol {args.tol:g} is below the followed minimiser's residual floor {FOLLOWED_TOL:g} and "
-                      "changes nothing (--minimizer global solves to the tolerance)", RuntimeWarning)
     return res.to_dict()
 
 
@@ -233,21 +234,21 @@ def _add_state_evolution(sub) -> None:
     p = sub.add_parser("theory", help="state-evolution fixed point on a branch")
     _add_model_arguments(p, state_evolution=True)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
-    p.add_argument("--branch", choices=BRANCHES, default="semantic")
+    p.add_argument("--branch", choices=BRANCHES, default="semantic", help="branch to follow (default semantic)")
     p.add_argument("--tol", type=float, default=None,
                    help=f"tolerance on the max-norm of the fixed-point residual, in (0, {MAX_TOLERANCE:g}] "
-                        f"(default {DEFAULT_TOL:g}); the followed minimiser stops at "
-                        f"{FOLLOWED_TOL:g} at the least (its quasi-Monte Carlo floor): --minimizer global for less")
+                        f"(default {DEFAULT_TOL:g}); the followed minimiser stops at its quasi-Monte Carlo floor "
+                        f"instead, {FOLLOWED_TOL:g} with its default points: --minimizer global for less")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
     _add_minimizer(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_theory)
 
     p = sub.add_parser("transition", help="alpha_c and alpha_l for one omega")
     _add_model_arguments(p, state_evolution=True)
     _add_threshold_arguments(p)
     _add_minimizer(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_transition)
 
     p = sub.add_parser("phase-diagram", help="alpha_c(omega) and alpha_l(omega)")
@@ -259,7 +260,7 @@ def _add_state_evolution(sub) -> None:
                    help="processes solving different omegas at once, an integer >= 1 (default 2)")
     p.add_argument("--out", default=None, help="write the figure to this PNG/PDF/SVG file")
     _add_minimizer(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_phase_diagram)
 
 
@@ -380,7 +381,7 @@ def _add_reproduce(sub) -> None:
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="run on a Dask cluster: scheduler address (tcp://host:8786) or 'local' "
                         "(a LocalCluster of --workers processes)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_reproduce)
 

@@ -635,8 +635,9 @@ def _sweep_title(runs, extra: str = "") -> str:
 
 
 def _wrap_clauses(text: str, width: int = 110) -> str:
-    """``text`` in lines of at most about ``width`` characters, broken only after "; " (never
-    inside a ``$...$`` formula): a long figure title fits the figure instead of running off it."""
+    """``text`` in lines of at most about ``width`` characters of source, broken only after
+    "; " (which the titles' ``$...$`` formulas do not hold), a clause longer than ``width`` on a
+    line of its own: a long figure title fits the figure instead of running off it."""
     lines = []
     for clause in text.split("; "):
         if lines and len(lines[-1]) + 2 + len(clause) <= width:

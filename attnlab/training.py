@@ -132,7 +132,7 @@ def check_training_args(*, method="gd", init="random", steps=None, lr=None, gtol
         If a number is given as a string, a bool or a complex number.
     ValueError
         Unknown ``method``, ``init``, ``dtype`` or ``device``; ``steps`` not an integer
-        ``>= 1``; ``lr`` not in ``(0, inf)``; ``gtol`` not in ``[0, inf)``; ``seed`` not
+        in ``[1, 1e6]``; ``lr`` not in ``(0, inf)``; ``gtol`` not in ``[0, inf)``; ``seed`` not
         an integer ``>= 0``; the message names the parameter.
     """
     method = check_choice("method", method, METHODS)

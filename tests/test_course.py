@@ -224,6 +224,21 @@ def test_decks_hold_every_section_exercise_and_statement(number):
             assert f"**{kind.capitalize()}: {as_slide(title)}**" in deck, (name, title)
     exercises = [c.source for c in cells if c.cell_type == "markdown" and c.source.startswith("**Exercise**")]
     assert exercises and all(len(e.strip()) > 40 for e in exercises), number
+    _no_raw_roles(deck, f"lecture {number}")
+
+
+def _no_raw_roles(text: str, where: str):
+    """No MyST role and no bare label left: a reference reads as the book shows it."""
+    labels = build_course.label_titles()
+    assert len(labels) > 20 and labels["ex-ch2-asymmetric"] == "Exercise 2.4"
+    assert not re.search(r"\{\w+(:\w+)?\}`", text), (where, re.search(r".{40}\{\w+(:\w+)?\}`.{40}", text))
+    assert not [label for label in labels if re.search(rf"(?<![\w-]){re.escape(label)}(?![\w-])", text)], where
+
+
+def test_answers_show_references_as_the_book_does():
+    text = build_course.answers_markdown(CHAPTERS)
+    text = re.sub(r"### Exercise `[\w-]+`", "", text)  # each answer's own heading names its label
+    _no_raw_roles(text, "answers.md")
 
 
 @pytest.mark.course

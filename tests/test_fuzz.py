@@ -127,6 +127,31 @@ def _numeric_options():
             if action.type in (int, float)]
 
 
+def test_every_option_has_help():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    missing = [f"{c} {a.option_strings or a.dest}" for c, p in sub.choices.items() for a in p._actions if not a.help]
+    assert not missing, missing
+
+
+def test_an_empty_list_item_is_an_error(capsys, stub_compute, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv in (["phase-diagram", "--omegas", "0,,0.2"], CLI_BASE["reproduce"] + ["--alphas", "1,"]):
+        argv = argv if argv[0] == "phase-diagram" else ["reproduce"] + argv
+        code, err = _run(argv, capsys)
+        assert code == 2 and err.strip().splitlines() == [err.strip()] and "empty item" in err, (argv, err)
+
+
+def test_tol_below_the_followed_floor_warns(capsys, stub_compute):
+    """The followed minimiser stops at its quasi-Monte Carlo floor: a --tol below it says so
+    (before solving); the default tolerance and the global minimiser do not warn."""
+    base = ["theory"] + CLI_BASE["theory"]
+    code, err = _run(base + ["--tol", "1e-10"], capsys)
+    assert code is None and "below the followed minimiser's residual floor" in err and "--minimizer global" in err
+    for extra in ([], ["--tol", "1e-10", "--minimizer", "global"], ["--tol", "1e-3"]):
+        code, err = _run(base + extra, capsys)
+        assert code is None and "floor" not in err, extra
+
+
 def test_every_numeric_option_states_its_range():
     unstated = [f"{c} {a.option_strings[0]}: {a.help!r}" for c, a in _numeric_options() if not _stated_bounds(a)]
     assert not unstated, "\n".join(unstated)
@@ -138,14 +163,14 @@ def test_stated_range_is_the_accepted_one(capsys, stub_compute, tmp_path, monkey
     """What an option's help states is what it accepts: at each stated bound, the value on the
     allowed side is accepted and the value on the other side rejected with a one-line message
     naming the option (an integer option: the bound and the next integer; a float: the bound
-    and the bound shifted by 1e-9 relative)."""
+    and the bound shifted by 1e-9 relative, 1e-9 at a bound 0)."""
     monkeypatch.chdir(tmp_path)
     option = action.option_strings[0]
     failures = []
     # train --alpha: "> 0, with n = round(alpha * d) >= 1"; just above 0 is rejected for that second reason
     dependent = "round(alpha * d)" in action.help
     for bound, inclusive, side in _stated_bounds(action):
-        step = 1 if action.type is int else max(abs(bound), 1.0) * 1e-9
+        step = 1 if action.type is int else (abs(bound) * 1e-9 if bound else 1e-9)
         outside = bound - step if side == "low" else bound + step
         inside = bound if inclusive else (bound + step if side == "low" else bound - step)
         probes = [(inside, True)] if not dependent else []

@@ -95,3 +95,15 @@ def test_arbiter_draws_a_branch_only_where_it_exists():
         plots.on_branch_rows(theory, "semantic") | plots.on_branch_rows(theory, "positional"))
     assert trivial.sum() >= 20  # the table does hold such rows: the test checks something
     matplotlib.pyplot.close(fig)
+
+
+def test_a_long_title_wraps_between_clauses():
+    """rank-2's title ran off its figure: it wraps after "; ", never inside a clause."""
+    clauses = [r"$\omega$=0.3, $\sigma$=0.5, $\lambda$=0.01, d=500, 2 seed(s)", "GD + L-BFGS",
+               r"points: mean $\pm$ SEM over seeds", "rank-2 student (overlaps: norms over columns)",
+               "SE lines: the rank-1 theory"]
+    text = "; ".join(clauses)
+    lines = plots._wrap_clauses(text).split("\n")
+    assert len(lines) == 2 and all(len(line) <= 110 for line in lines)
+    assert "\n".join(lines).replace(";\n", "; ") == text
+    assert plots._wrap_clauses("a" * 150) == "a" * 150  # one clause: never cut

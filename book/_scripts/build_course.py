@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import html
 import json
 import re
@@ -361,21 +362,26 @@ BIB = {"cui2024phase": "Cui, Behrens, Krzakala, Zdeborová (2024)"}
 _ROLE = re.compile(r"\{(\w+)(?::\w+)?\}`([^`]*)`")
 
 
+@functools.lru_cache(maxsize=1)
 def label_titles() -> dict:
-    """The chapters' targets by label: ``(sec-x)=`` before a heading -> its title, a prf block's
-    ``:label:`` -> its title (what a ``{ref}`` or ``{prf:ref}`` role shows in the book)."""
+    """The chapters' targets by label, as a ``{ref}`` or ``{prf:ref}`` role shows them in the
+    book: ``(sec-x)=`` before a heading -> the heading in quotes, a prf block's ``:label:`` ->
+    its title in quotes, an exercise's -> "Exercise C.K" (the K-th exercise of Chapter C)."""
     titles = {}
     for path in sorted((ROOT / "book" / "md").glob("*.md")):
         text = path.read_text()
-        titles.update(re.findall(r"^\((\S+)\)=\n#+ (.+)$", text, flags=re.M))
-        titles.update((label, title) for title, label in
+        titles.update((label, f'"{title}"') for label, title in re.findall(r"^\((\S+)\)=\n#+ (.+)$", text, flags=re.M))
+        titles.update((label, f'"{title}"') for title, label in
                       re.findall(r"^`{3,}\{prf:\w+\} (.+)\n:label: (\S+)$", text, flags=re.M))
+        exercises = re.findall(r"^:{3,}\{exercise\}.*\n:label: (\S+)$", text, flags=re.M)
+        titles.update((label, f"Exercise {int(path.name[:2])}.{k}") for k, label in enumerate(exercises, 1))
     return titles
 
 
 def plain_roles(src: str, bib: dict) -> str:
-    """MyST roles as plain text: ``{doc}`` -> "Chapter N", ``{ref}`` -> the target's title in
-    quotes, ``{func}`` -> the name in code, ``{cite}`` -> the authors from ``bib``."""
+    """MyST roles as plain text: ``{doc}`` -> "Chapter N", ``{ref}`` -> the target as the book
+    shows it (:func:`label_titles`), ``{func}`` -> the name in code, ``{cite}`` -> the authors
+    from ``bib``."""
     titles = label_titles()
 
     def role(m):
@@ -388,7 +394,7 @@ def plain_roles(src: str, bib: dict) -> str:
         if kind == "doc":
             return "Chapter " + text.split("/")[-1][:2].lstrip("0")
         if kind in ("ref", "prf") and text in titles:
-            return f"\"{titles[text]}\""
+            return titles[text]
         return text
 
     return _ROLE.sub(role, src).replace("Chapter Chapter ", "Chapter ")
@@ -458,6 +464,8 @@ def markdown_units(src: str) -> list[str]:
         if not line.strip():
             flush()
             continue
+        if fence and fence.group(1)[0] == ":" and not fence.group(2):
+            fence = None  # a stray closing ":::" (its block removed with a solution cell): a plain line
         if fence or _HEADING.match(line):
             flush()
         current.append(line)
