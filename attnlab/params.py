@@ -28,7 +28,6 @@ MAX_TOLERANCE = 1e-2
 #: Smallest tolerance accepted for a root in ``alpha`` (``xtol``): six digits of ``alpha_c``,
 #: already below what the followed minimiser's quasi-Monte Carlo noise lets one resolve.
 MIN_XTOL = 1e-6
-
 #: Largest step budget of an optimiser (``steps``) and number of epochs of the counting
 #: task (``epochs``): beyond them a run would last days on a laptop, which looks like a hang.
 MAX_STEPS = 1_000_000
@@ -51,6 +50,7 @@ SIGMA_LIMIT = 5.0
 #: Smallest ``sigma`` of the state evolution (at 1e-3 the positional branch's iteration
 #: underflows; at 0.01 and 0.02 it still converges).
 SIGMA_MIN = 0.01
+
 #: The paper's parameters (Sec. 4): token-content scale ``sigma``, ridge strength
 #: ``lambda`` and positional weight ``omega`` of its figures; the defaults of
 #: :class:`ModelParams`.

@@ -222,6 +222,7 @@ def test_decks_hold_every_section_exercise_and_statement(number):
             assert as_slide(first_line) in deck, (name, first_line)
         for kind, title in re.findall(r"^```\{prf:(\w+)\} (.+)$", visible, flags=re.M):
             assert f"**{kind.capitalize()}: {as_slide(title)}**" in deck, (name, title)
+        assert build_course.leaks(deck, build_course.solution_fingerprints(build_course.read_chapter(name))) == []
     exercises = [c.source for c in cells if c.cell_type == "markdown" and c.source.startswith("**Exercise**")]
     assert exercises and all(len(e.strip()) > 40 for e in exercises), number
     _no_raw_roles(deck, f"lecture {number}")

@@ -83,13 +83,7 @@ def _cli_case(capsys, command, option, dest, value):
         argv[1] = value
     else:
         argv.append(f"{option}={value}")
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse
-        code = exc.code
-    except Reached:
-        code = None  # accepted: the computation would start
-    out, err = capsys.readouterr()
+    code, err = _run(argv, capsys)
     if "Traceback" in err:
         return f"{argv}: traceback {err}"
     if code is None or code == 0:
@@ -135,8 +129,7 @@ def test_every_option_has_help():
 
 def test_an_empty_list_item_is_an_error(capsys, stub_compute, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for argv in (["phase-diagram", "--omegas", "0,,0.2"], CLI_BASE["reproduce"] + ["--alphas", "1,"]):
-        argv = argv if argv[0] == "phase-diagram" else ["reproduce"] + argv
+    for argv in (["phase-diagram", "--omegas", "0,,0.2"], ["reproduce", *CLI_BASE["reproduce"], "--alphas", "1,"]):
         code, err = _run(argv, capsys)
         assert code == 2 and err.strip().splitlines() == [err.strip()] and "empty item" in err, (argv, err)
 

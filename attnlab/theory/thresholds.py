@@ -18,11 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from ..params import (BRANCHES, DEFAULT_ALPHA_MAX, DEFAULT_XTOL, MIN_XTOL, ModelParams, check_choice, check_in_range,
-                      check_int, check_params, check_positive, check_tolerance)
+from ..params import (BRANCHES, DEFAULT_ALPHA_MAX, DEFAULT_MINIMIZER, DEFAULT_XTOL, MIN_XTOL, MINIMIZERS, ModelParams,
+                      check_choice, check_in_range, check_int, check_params, check_positive, check_tolerance)
 from .branches import BranchFollower, continuable, solve_side_by_side
 from .channel import teacher_diagonal
-from ..params import DEFAULT_MINIMIZER, MINIMIZERS
 from .equations import check_quadrature, check_se_params
 from .quadrature import Quadrature, gauss_hermite
 from .solver import SEResult

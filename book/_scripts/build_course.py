@@ -502,7 +502,6 @@ def lecture_notebook(lecture: dict):
     heading (``#``/``##``, wherever it sits in a cell) with its first paragraph, every figure
     (code hidden), every cell tagged ``slide``, and every exercise statement whole (cells
     tagged ``solution``, ``remove-cell`` or ``skip-slide`` never)."""
-    bib = BIB
     title = nbformat.v4.new_markdown_cell(
         f"# Lecture {lecture['number']}: {lecture['title']}\n\n"
         f"{lecture['minutes']} minutes · chapters {', '.join(c[:2] for c in lecture['chapters'])} "
@@ -511,7 +510,7 @@ def lecture_notebook(lecture: dict):
     for name in lecture["chapters"]:
         nb = remove_tagged(read_chapter(name), tags=("solution", "remove-cell", "skip-slide"))
         values = glued(read_chapter(name))
-        md = lambda text: nbformat.v4.new_markdown_cell(slide_markdown(text, values, bib))
+        md = lambda text: nbformat.v4.new_markdown_cell(slide_markdown(text, values, BIB))
         for cell in nb.cells:
             tags = cell.metadata.get("tags", [])
             if cell.cell_type == "markdown" and "slide" in tags:
@@ -672,7 +671,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(chapters) - set(chapter_names()))
     if unknown:
         ap.error(f"unknown chapters {unknown}: choose from {', '.join(chapter_names())}")
-    if "slides" in parts:  # fetched before any other part is built (and lost to a failure here)
+    if "slides" in parts:  # fetched first: a failure must not come after the other parts were built
         try:
             vendor()
         except VendorError as exc:
