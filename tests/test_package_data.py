@@ -1,18 +1,14 @@
 """The cached tables the chapters load come with an installed attnlab (issue: Colab got reduced recomputations).
 
-A wheel is built from a copy of the sources (``pip wheel --no-deps``), installed without
-dependencies into a fresh virtual environment that sees this environment's packages, and
-the book's loaders run there from a folder outside the repository, without PYTHONPATH:
+A wheel is built from a copy of the sources and installed into a fresh virtual environment
+(the ``installed_attnlab`` fixture, ``tests/installed.py``), and the book's loaders run there from a folder outside the repository, without PYTHONPATH:
 every table of ``results/`` and ``book/_data/`` must load, with its provenance, byte for
 byte the repository's file. About 10-20 s.
 """
 import hashlib
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -76,35 +72,18 @@ def test_chapters_load_only_shipped_tables():
     assert named and named <= shipped, sorted(named - shipped)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX virtual environment layout")
-def test_cached_tables_load_from_an_installed_wheel(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    for item in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / item, src / item)
-    shutil.copytree(ROOT / "attnlab", src / "attnlab", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(RESULTS, src / "results", ignore=shutil.ignore_patterns("*.png", "*.lock"))
-    shutil.copytree(BOOK_DATA, src / "book" / "_data")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ATTNLAB_RESULTS")}
-    run = dict(capture_output=True, text=True, env=env, check=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path / "dist"), str(src)], **run)
-    wheel = next((tmp_path / "dist").glob("attnlab-*.whl"))
+def test_cached_tables_load_from_an_installed_wheel(installed_attnlab, tmp_path):
+    python, wheel = installed_attnlab.python, installed_attnlab.wheel
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.endswith(".png")] and wheel.stat().st_size < 2 * 2 ** 20, wheel.stat().st_size
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(tmp_path / "venv")],
-                   **run)
-    python = tmp_path / "venv" / "bin" / "python"
-    # (pip from the outer environment, installing into the venv)
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], **run)
-    shutil.rmtree(src)  # no repository files left
+    run = dict(capture_output=True, text=True, env=installed_attnlab.env, check=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     books = sorted(p.stem for p in BOOK_DATA.glob("*.csv"))
     out = subprocess.run([str(python), "-c", LOADERS, json.dumps(_figure_tables()), json.dumps(books)], cwd=elsewhere,
                          **run).stdout
     got = json.loads(out)
-    site = str(tmp_path / "venv")
+    site = str(installed_attnlab.venv)
     assert got["attnlab"].startswith(site) and got["source_root"] == "None"
     assert got["explorer_grid"].startswith(site)
     for name, table in _figure_tables():
