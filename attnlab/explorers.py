@@ -6,11 +6,16 @@ JavaScript pick the slice of the chosen ``(omega, sigma, lambda)``. The
 teacher explorer is pure arithmetic, ``T(h*) = (1 - omega) softmax(h* h*^T) +
 omega A``, done in the page.
 
-Each function returns a Bokeh layout. In a notebook, ``bokeh.io.output_notebook()``
-then ``bokeh.io.show(layout)`` draws it; :func:`embed` turns it into the HTML of
-the book's pages, which load BokehJS from the book's own static files
-(``book/_ext/bokeh_static.py`` copies the files that the installed Bokeh ships,
-:func:`bokehjs_files`), so the pages work offline.
+Each function returns a Bokeh layout; :func:`embed` turns it into HTML that draws
+wherever the chapter runs:
+
+* in a notebook front end (JupyterLab, classic Notebook, VS Code, Colab), the output
+  carries BokehJS itself, inline (about 1.6 MB, loaded once per page; Colab, which runs
+  each output in a frame of its own, loads it per output), so nothing is fetched;
+* in the book's HTML pages, which load BokehJS from the book's own static files
+  (``book/_ext/offline_assets.py`` copies the files that the installed Bokeh ships,
+  :func:`bokehjs_files`, and sets ``ATTNLAB_EXPLORER_BOKEHJS=page`` for the kernels that
+  execute the chapters), the output is the document alone.
 
 Models a test or a script can look up by name (``doc.get_model_by_name``): the
 root layouts ``transition-explorer``, ``overlaps-explorer``, ``phase-explorer`` and
@@ -508,22 +513,59 @@ def bokehjs_names() -> list[str]:
     return [p.name.replace(".min.js", f"-{bokeh.__version__}.min.js") for p in bokehjs_files()]
 
 
+#: Environment variable that says who loads BokehJS: ``page`` (the book's pages) or
+#: ``inline`` (the default: the output itself, for notebook front ends).
+BOKEHJS_MODE = "ATTNLAB_EXPLORER_BOKEHJS"
+
+
+def _inline_bokehjs() -> str:
+    """A script that loads the installed BokehJS unless this version is loaded already."""
+    import json
+
+    import bokeh
+
+    source = "\n".join(p.read_text(encoding="utf-8") for p in bokehjs_files())
+    # indirect eval: global scope, where BokehJS defines window.Bokeh ("</" cannot end the script)
+    literal = json.dumps(source).replace("</", "<\\/")
+    return ('<script type="text/javascript">'
+            f'if (!(window.Bokeh && window.Bokeh.version === "{bokeh.__version__}")) {{ (0, eval)({literal}); }}'
+            '</script>')
+
+
 class _Embedded:
-    """An explorer's HTML for the book's pages (``text/html``), with a one-line ``text/plain``."""
+    """An explorer's HTML (``text/html``), with a one-line ``text/plain``.
+
+    ``html`` is the document for a page that loads BokehJS (the book's); the mime
+    bundle adds BokehJS inline unless ``ATTNLAB_EXPLORER_BOKEHJS=page``.
+    """
 
     def __init__(self, html: str, title: str):
         self.html, self.title = html, title
 
     def _repr_mimebundle_(self, **kwargs):
-        return {"text/html": self.html, "text/plain": f"{self.title} (drawn by BokehJS in the HTML page)"}
+        import os
+
+        mode = os.environ.get(BOKEHJS_MODE, "inline")
+        if mode not in ("inline", "page"):
+            raise ValueError(f"{BOKEHJS_MODE} must be 'inline' or 'page', got {mode!r}")
+        html = self.html if mode == "page" else self.html.replace(_NOTE, _inline_bokehjs(), 1)
+        return {"text/html": html, "text/plain": f"{self.title} (drawn by BokehJS)"}
+
+
+# Shown where nobody loads BokehJS: a stored output opened without running the cell
+# (the book's stylesheet hides it; the inline output replaces it by BokehJS).
+_NOTE = ('<p class="attnlab-explorer-note">This explorer is drawn by BokehJS. Run this cell to draw it here: '
+         'the output then carries BokehJS itself. The HTML pages of the book load it for you.</p>')
 
 
 def embed(layout, title: str = "explorer") -> _Embedded:
-    """The explorer as HTML for a page that loads BokehJS itself (the book's pages).
+    """The explorer as HTML that draws in the book's pages and in notebook front ends.
 
-    The returned object displays in a notebook cell as ``text/html``: a ``div``,
-    the document's JSON and a note for live notebooks (which do not load
-    BokehJS by themselves; the book's stylesheet hides the note).
+    The returned object displays in a notebook cell as ``text/html``: a ``div``, the
+    document's JSON and BokehJS inline (unless the environment variable
+    ``ATTNLAB_EXPLORER_BOKEHJS`` is ``page``, as in the book's build, whose pages load
+    BokehJS from their static files; then a note for stored outputs opened without
+    running, which the book's stylesheet hides, stands in its place).
 
     Parameters
     ----------
@@ -534,15 +576,17 @@ def embed(layout, title: str = "explorer") -> _Embedded:
 
     Returns
     -------
-    object with ``_repr_mimebundle_`` (``.html`` holds the HTML)
+    object with ``_repr_mimebundle_`` (``.html`` holds the HTML for a page that loads BokehJS)
+
+    Raises
+    ------
+    ValueError
+        At display, if ``ATTNLAB_EXPLORER_BOKEHJS`` is neither ``inline`` nor ``page``.
     """
     from bokeh.embed import components
 
     script, div = components(layout)
-    note = ('<p class="attnlab-explorer-note">This explorer is drawn by BokehJS, which the book\'s HTML pages load. '
-            'In a notebook, run <code>bokeh.io.output_notebook()</code> and <code>bokeh.io.show(fig)</code> '
-            'on the figure instead, or use the live explorer further down.</p>')
-    return _Embedded(_stable_ids(f'<div class="attnlab-explorer">{note}{div}{script}</div>', title), title)
+    return _Embedded(_stable_ids(f'<div class="attnlab-explorer">{_NOTE}{div}{script}</div>', title), title)
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -8,7 +8,9 @@
   Django needed), goes to ``_static/mathjax/``; ``_config.yml`` points
   ``mathjax_path`` there instead of a CDN.
 
-So a page opened from disk, offline, draws its formulas and its explorers.
+So a page opened from disk, offline, draws its formulas and its explorers. The kernels
+that execute the chapters for the book get ``ATTNLAB_EXPLORER_BOKEHJS=page``: their
+explorer outputs leave BokehJS to the page instead of carrying it inline.
 
 It also drops repeated inline scripts from each page: the thebe configuration
 (``const THEBE_JS_URL = ...``) is added twice by the launch-button machinery, and the
@@ -16,6 +18,7 @@ second copy throws ``SyntaxError: Identifier 'THEBE_JS_URL' has already been dec
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -77,6 +80,11 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    # the kernels that execute the chapters (started later, with this environment) embed the
+    # explorers without BokehJS: these pages load it (attnlab.explorers.embed)
+    from attnlab.explorers import BOKEHJS_MODE
+
+    os.environ[BOKEHJS_MODE] = "page"
     app.connect("html-page-context", _page)
     # last: the launch buttons add the second copy during this event
     app.connect("html-page-context", _dedupe_scripts, priority=999)

@@ -6,6 +6,9 @@
 #   book/_scripts/refresh_notebooks.sh 03_gradient_descent 06_phase_transition
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# the stored explorer outputs leave BokehJS to the page (as in the book), instead of 1.6 MB
+# of it inline per explorer; a reader who runs the cell gets the inline one
+export ATTNLAB_EXPLORER_BOKEHJS=page
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   names=($(cd book/md && ls *.md | sed 's/\.md$//'))
