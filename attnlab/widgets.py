@@ -13,6 +13,8 @@ summary of its values, which the static book shows instead of the widget
   :func:`fast_quadrature`, warm-started from the previous fixed point, a few
   tenths of a second per move) and
   shows the training losses, the test errors and the linear baseline.
+* :func:`overlaps_explorer`: the same sliders and solves; the overlaps ``m``, ``theta``
+  and ``|Q|^2/d`` of both branches.
 * :func:`teacher_explorer`: sliders for ``omega, h*_1, h*_2``; the teacher's
   attention matrix ``T(h*)`` (no solve).
 
@@ -33,7 +35,7 @@ from .params import ModelParams
 from .plots import plot_attention_matrix, plot_branch_bars
 
 __all__ = ["fast_quadrature", "SEExplorerState", "solve_both_branches", "se_explorer_figure",
-           "se_explorer", "teacher_explorer", "LiveFigure"]
+           "se_explorer", "overlaps_figure", "overlaps_explorer", "teacher_explorer", "LiveFigure"]
 
 
 def fast_quadrature():
@@ -364,6 +366,45 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
         in [0, 0.6], ``sigma`` in [0.35, 0.8], ``lam`` in [0.005, 0.05], ``alpha``
         in [0.2, 3]) or ``A`` is invalid; the message names it.
     """
+    return _live_se(omega, sigma, lam, alpha, A, quad, se_explorer_figure, "State-evolution explorer",
+                    "move a slider to re-solve the state evolution on both branches", show)
+
+
+def overlaps_figure(state: SEExplorerState, params: ModelParams, alpha: float):
+    """Three panels: the overlaps ``m``, ``theta`` and ``|Q|^2/d`` of both branches.
+
+    Parameters
+    ----------
+    state : SEExplorerState
+        Output of :func:`solve_both_branches`.
+    params : ModelParams
+    alpha : float
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A branch without a fixed point has no bar; the title names it.
+    """
+    ok = {b: r for b, r in state.results.items() if r is not None and np.isfinite(r.qnorm)}
+    fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.8), constrained_layout=True)
+    labels = {"m": r"$m = \mathbf{1}\cdot Q/d$", "theta": r"$\theta = Q^*\cdot Q/d$", "qnorm": r"$|Q|^2/d$"}
+    for ax, (name, label) in zip(axes, labels.items()):
+        values = {b: abs(getattr(r, name)) if name != "qnorm" else r.qnorm for b, r in ok.items()}
+        if values:
+            plot_branch_bars(values, ax=ax, ylabel=label)
+        else:
+            ax.set_axis_off()
+    missing = [b for b in ("positional", "semantic") if b not in ok]
+    flag = f"  [no {' or '.join(missing)} fixed point]" if missing else ""
+    fig.suptitle(rf"overlaps at $\alpha$={alpha:.2f}, $\omega$={params.omega:.2f}, $\sigma$={params.sigma:.2f}, "
+                 rf"$\lambda$={params.lam:.3f}{flag}", fontsize=9)
+    return fig
+
+
+def _live_se(omega, sigma, lam, alpha, A, quad, figure, title, status, show):
+    """Sliders for ``omega, sigma, lambda, alpha`` whose release solves both branches and draws
+    ``figure(state, params, alpha)``: the machinery of :func:`se_explorer` and
+    :func:`overlaps_explorer`."""
     state = SEExplorerState()
     # Ranges where the solver converges reliably with the fast rule (very small sigma or
     # large lambda at small alpha can fail; the status line then shows the error).
@@ -380,12 +421,24 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
     def draw(omega, sigma, lam, alpha):
         params = ModelParams(sigma=sigma, lam=lam, omega=omega, A=A)
         solve_both_branches(params, alpha, state, quad=quad)
-        return se_explorer_figure(state, params, alpha)
+        return figure(state, params, alpha)
 
-    live = LiveFigure(sliders, draw, "State-evolution explorer",
-                      "move a slider to re-solve the state evolution on both branches")
+    live = LiveFigure(sliders, draw, title, status)
     live.state = state
     return live.show() if show else live
+
+
+def overlaps_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha: float = 1.0, A=None,
+                      quad=None, show: bool = True) -> LiveFigure:
+    """Sliders for ``omega, sigma, lambda, alpha`` that re-solve the state evolution and draw
+    the overlaps ``m``, ``theta``, ``|Q|^2/d`` of both branches (:func:`overlaps_figure`).
+
+    The live counterpart of the kernel-free overlap explorer
+    (:func:`attnlab.explorers.overlaps_explorer`), at any point of the slider ranges instead
+    of a grid. Parameters, return value and errors as :func:`se_explorer`.
+    """
+    return _live_se(omega, sigma, lam, alpha, A, quad, overlaps_figure, "Overlap explorer",
+                    "move a slider to re-solve the state evolution on both branches", show)
 
 
 # ----------------------------------------------------------------------------- teacher explorer

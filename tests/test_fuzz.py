@@ -270,6 +270,7 @@ API = [
      ["name", "workers", "out"]),
     ("attnlab.extrapolation.extrapolate", dict(d=[100.0, 200.0], y=[1.0, 2.0]), ["d", "y"]),
     ("attnlab.widgets.se_explorer", dict(show=False), ["omega", "sigma", "lam", "alpha", "A", "quad"]),
+    ("attnlab.widgets.overlaps_explorer", dict(show=False), ["omega", "sigma", "lam", "alpha", "A", "quad"]),
     ("attnlab.widgets.teacher_explorer", dict(show=False), ["omega", "h1", "h2", "A"]),
     ("attnlab.widgets.solve_both_branches", dict(params=P0, alpha=1.0), ["params", "alpha", "quad", "tol"]),
 ]

@@ -300,6 +300,27 @@ def test_widget_retries_cold_then_reports_instead_of_raising(monkeypatch):
     assert "error" not in live.status.value.lower() or "no fixed point" in live.status.value
 
 
+def test_live_overlap_explorer_draws_the_solved_overlaps_of_both_branches():
+    """Chapter 5's live explorer: its bars are the fixed points' overlaps, and a slider release
+    re-solves at the new point."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.widgets import overlaps_explorer
+
+    live = overlaps_explorer(show=False, quad=Quadrature.fast(), alpha=1.5)
+    live._on_change()
+    res = live.state.results
+    assert all(r is not None and r.converged for r in res.values())
+    fig = live.draw(**{k: s.value for k, s in live.sliders.items()})
+    heights = [[b.get_height() for b in ax.patches] for ax in fig.axes]
+    plt.close(fig)
+    want = [[abs(getattr(res[b], f)) for b in ("positional", "semantic")] for f in ("m", "theta", "qnorm")]
+    np.testing.assert_allclose(heights, want, rtol=1e-12)
+    live.sliders["alpha"].value = 2.0
+    live._on_change()
+    assert abs(live.state.results["semantic"].theta) != want[1][1]
+
+
 def test_leaving_the_domain_at_the_sign_fixed_overlaps_is_a_state_evolution_error(monkeypatch):
     """A fixed point found at m < 0 is checked at the sign-fixed overlaps (m > 0). If the
     map leaves its domain there (as at omega 0, sigma 0.4, lambda 0.04, alpha 1.5 on the
