@@ -103,7 +103,13 @@ def test_first_code_cell_installs_attnlab_from_the_book_repository(nb_path):
     expected = f"{REPO_URL}@{RELEASE}"
     assert urls == [expected], f"{nb_path.name} installs from {urls}, _config.yml says {expected}"
     assert re.search(r"%pip install", src)
-    assert "hide-output" in cell.metadata.get("tags", [])
+    # it brings what the chapter's quiz needs too (the `notebook` extra), and the HTML book,
+    # whose reader needs no install, does not show it
+    assert "import jupyterquiz" in src and re.search(r'"attnlab\[notebook\] @ git\+', src), src
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "jupyterquiz" in " ".join(extras["notebook"])
+    assert "remove-cell" in cell.metadata.get("tags", [])
 
 
 # --------------------------------------------------------------------------- chapter structure
@@ -363,7 +369,7 @@ def test_thebe_leaves_the_explorer_cells_alone():
     tagged = 0
     for path in NOTEBOOKS:
         for kind, source, tags in _cells(path):
-            if kind == "code" and re.search(r"\b(book_explorer|teacher_explorer|se_explorer)\(", source) \
+            if kind == "code" and re.search(r"\b(book_explorer|teacher_explorer|se_explorer|overlaps_explorer)\(", source) \
                     and not source.lstrip().startswith(("from ", "import ")):
                 assert "no-thebe" in tags, f"{path.name}: explorer cell without the no-thebe tag: {source[:60]!r}"
                 tagged += 1

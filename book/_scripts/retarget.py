@@ -6,7 +6,7 @@
 The one place that names the repository is ``repository`` in ``_config.yml``: ``url`` and
 ``branch`` (the release tag or branch that the launch buttons open). This command writes
 both there, then rewrites the install cell of every chapter (``book/md/*.md``, which
-installs ``attnlab @ git+URL@RELEASE`` when attnlab is not importable) from them and syncs
+installs ``attnlab[notebook] @ git+URL@RELEASE`` when attnlab is not importable) from them and syncs
 the paired notebooks with jupytext (their outputs are kept). Without options it only
 re-applies ``_config.yml`` to the chapters. ``tests/test_book.py`` checks that they agree.
 """
