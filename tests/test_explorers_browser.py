@@ -191,3 +191,42 @@ def test_every_page_fits_a_phone_screen(book_html, driver):
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     assert wide == {}, f"pages wider than a 390 px screen (px): {wide}"
+
+
+_FIGURES = """
+const out = [];
+for (const img of document.querySelectorAll('.cell_output img, figure img')) {
+  if (!img.naturalWidth) continue;
+  const pic = img.closest('picture.attnlab-figure');
+  const narrow = pic && img.currentSrc !== img.src;
+  const minPx = pic ? parseFloat(pic.getAttribute(narrow ? 'data-narrow-min-font-px' : 'data-min-font-px')) : null;
+  out.push({narrow: !!narrow, phone: !!pic, natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+            minPx: minPx, alt: img.getAttribute('alt') || ''});
+}
+return out;"""
+
+
+def test_figure_text_is_legible_on_a_phone(book_html, driver):
+    """At 390 CSS px every figure of a chapter shows its smallest text at >= 9 CSS px: the
+    page picks the figure's phone variant (``attnlab.responsive``) where the figure is wider
+    than the column (chapter 5's six panels were scaled to 0.39, 4 px labels)."""
+    pages = sorted(book_html.glob("book/0*.html"))
+    assert len(pages) == 8, pages
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": False})
+    small, figures = {}, 0
+    try:
+        for page in pages:
+            driver.get(page.as_uri())
+            for k, fig in enumerate(driver.execute_script(_FIGURES)):
+                figures += 1
+                scale = fig["shown"] / fig["natural"]
+                # an image without font information may not be scaled down
+                text_px = fig["minPx"] * scale if fig["phone"] else (99.0 if scale > 0.97 else 0.0)
+                if not text_px >= 9.0:
+                    small[f"{page.name} #{k}"] = dict(fig, text_px=round(text_px, 1))
+                assert fig["alt"].startswith("Figure"), (page.name, k, fig["alt"])
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert figures >= 20
+    assert small == {}, f"figure text below 9 CSS px at 390 px: {json.dumps(small, indent=1)}"

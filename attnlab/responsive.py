@@ -1,0 +1,186 @@
+"""Figures that stay legible on a phone: a narrow variant of every figure, served below 600 CSS px.
+
+A figure drawn for a desktop page (say 10 in wide, three panels side by side) is scaled
+down to a phone's 358-px text column: its 8-point labels end up 4 px high. After
+:func:`phone_figures`, a notebook (the book's chapters call it first) displays each
+matplotlib figure as ``text/html``: a ``<picture>`` whose ``<img>`` is the figure as drawn
+and whose ``<source media="(max-width: 599px)">`` is a copy redrawn for a phone
+(:func:`narrow_variant`: its panels stacked in one column, :data:`NARROW_WIDTH_IN` wide), so
+that the browser picks the one that fits. The ``image/png`` representation stays, for the
+front ends and exports that do not show HTML.
+
+The ``<picture>`` carries ``data-min-font-px`` attributes: the smallest font of each variant,
+in pixels of its PNG; a test multiplies them by the scale at which a page shows the image.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import pickle
+
+import numpy as np
+
+__all__ = ["NARROW_WIDTH_IN", "PHONE_MEDIA", "narrow_variant", "figure_html", "phone_figures"]
+
+#: Width of the phone variant, inches (at the inline backend's 100 dpi, within the 343-CSS-px
+#: text column of a 390-px phone, where it is shown unscaled).
+NARROW_WIDTH_IN = 3.4
+#: When the phone variant is shown.
+PHONE_MEDIA = "(max-width: 599px)"
+# height of one stacked panel, inches: kept between these
+_PANEL_HEIGHT = (1.9, 3.0)
+
+
+def _panels(fig):
+    """Groups of axes placed by a grid (twins share their parent's cell), in reading order."""
+    cells = {}
+    for ax in fig.axes:
+        spec = ax.get_subplotspec()
+        if spec is None:  # colour bars and insets follow their parent
+            continue
+        key = (spec.rowspan.start, spec.colspan.start, spec.rowspan.stop, spec.colspan.stop)
+        cells.setdefault(key, []).append(ax)
+    return [cells[k] for k in sorted(cells)]
+
+
+def narrow_variant(fig):
+    """A copy of ``fig`` laid out for a phone, or ``None`` where ``fig`` is narrow already.
+
+    The copy is :data:`NARROW_WIDTH_IN` wide; panels of a grid are stacked in one column in
+    reading order (row by row), each keeping roughly its aspect ratio; tick labels that a
+    shared axis hid are shown again, legends have at most two columns and titles wrap.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        Not changed.
+
+    Returns
+    -------
+    matplotlib.figure.Figure or None
+        A new figure (not registered with pyplot), or ``None`` when ``fig`` is at most
+        :data:`NARROW_WIDTH_IN` wide.
+    """
+    from matplotlib.gridspec import GridSpec
+
+    width, height = fig.get_size_inches()
+    if width <= NARROW_WIDTH_IN + 0.05:
+        return None
+    copy = pickle.loads(pickle.dumps(fig))
+    panels = _panels(copy)
+    ncols = max((p[0].get_subplotspec().get_gridspec().get_geometry()[1] for p in panels), default=1)
+    nrows = max((p[0].get_subplotspec().get_gridspec().get_geometry()[0] for p in panels), default=1)
+    if len(panels) > 1 and ncols > 1:
+        panel_h = float(np.clip((height / nrows) * NARROW_WIDTH_IN / (width / ncols), *_PANEL_HEIGHT))
+        extra = 0.5 + 0.25 * len(copy.legends)  # a figure legend and the title
+        copy.set_size_inches(NARROW_WIDTH_IN, panel_h * len(panels) + extra)
+        grid = GridSpec(len(panels), 1, figure=copy)
+        for k, group in enumerate(panels):
+            for ax in group:
+                ax.set_subplotspec(grid[k, 0])
+                ax.tick_params(labelbottom=True)
+                if ax.yaxis.get_label_position() == "left":
+                    ax.tick_params(labelleft=True)
+    else:
+        copy.set_size_inches(NARROW_WIDTH_IN, max(height * NARROW_WIDTH_IN / width, _PANEL_HEIGHT[0]))
+    legends = copy.legends + [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None]
+    for legend in legends:
+        legend.set_ncols(min(legend._ncols, 2))
+    for text in [copy._suptitle] + [ax.title for ax in copy.axes]:
+        if text is not None:
+            text.set_wrap(True)
+    # what sticks out of the figure (a legend placed beside its axes, long tick labels) widens
+    # the tight PNG: narrow the figure until the PNG fits, legends in one column if need be
+    for attempt in range(4):
+        copy.draw_without_rendering()
+        tight = copy.get_tightbbox().width
+        if tight <= NARROW_WIDTH_IN + 0.05:
+            break
+        if attempt == 1:
+            for legend in legends:
+                legend.set_ncols(1)
+        w, h = copy.get_size_inches()
+        copy.set_size_inches(max(w * NARROW_WIDTH_IN / tight, 1.5), h)
+    return copy
+
+
+def _png(fig) -> bytes:
+    from IPython.core.pylabtools import print_figure
+
+    return print_figure(fig, "png", bbox_inches="tight", base64=False)
+
+
+def _min_font_px(fig) -> float:
+    """Smallest visible text of ``fig`` (after drawing), in pixels of its PNG."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes, default=float("nan")) / 72.0 * fig.dpi
+
+
+def _alt(fig) -> str:
+    """What the figure shows, from its titles and axis labels (the image's alternative text)."""
+    parts = []
+    if fig._suptitle is not None and fig._suptitle.get_text():
+        parts.append(fig._suptitle.get_text())
+    for group in _panels(fig) or [[ax] for ax in fig.axes]:
+        ax = group[0]
+        label = ax.get_title() or ""
+        axes = " against ".join(t for t in (ax.get_ylabel(), ax.get_xlabel()) if t)
+        if label or axes:
+            parts.append(f"{label}{': ' if label and axes else ''}{axes}")
+    text = "Figure. " + "; ".join(parts) if parts else "Figure"
+    return text.replace("$", "")
+
+
+def figure_html(fig) -> str:
+    """The ``<picture>`` of ``fig``: the figure, and its phone variant where it is wider.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+
+    Returns
+    -------
+    str
+        HTML with the PNGs inline (``data:`` URIs).
+    """
+    import matplotlib.pyplot as plt
+
+    wide = _png(fig)
+    attrs = {"data-min-font-px": f"{_min_font_px(fig):.2f}"}
+    source = ""
+    narrow = narrow_variant(fig)
+    if narrow is not None:
+        try:
+            png = _png(narrow)
+            attrs["data-narrow-min-font-px"] = f"{_min_font_px(narrow):.2f}"
+            source = (f'<source media="{PHONE_MEDIA}" '
+                      f'srcset="data:image/png;base64,{base64.b64encode(png).decode()}">')
+        finally:
+            plt.close(narrow)
+    data = " ".join(f'{k}="{v}"' for k, v in attrs.items())
+    return (f'<picture class="attnlab-figure" {data}>{source}'
+            f'<img src="data:image/png;base64,{base64.b64encode(wide).decode()}" '
+            f'alt="{html.escape(_alt(fig))}"></picture>')
+
+
+def phone_figures(shell=None) -> None:
+    """Display matplotlib figures as :func:`figure_html` in this IPython session.
+
+    Parameters
+    ----------
+    shell : IPython.core.interactiveshell.InteractiveShell, optional
+        Default: the running one; outside IPython nothing happens.
+    """
+    from matplotlib.figure import Figure
+
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+    if shell is None:
+        return
+    shell.display_formatter.formatters["text/html"].for_type(Figure, figure_html)
