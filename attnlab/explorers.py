@@ -9,7 +9,7 @@ omega A``, done in the page.
 Each function returns a Bokeh layout. In a notebook, ``bokeh.io.output_notebook()``
 then ``bokeh.io.show(layout)`` draws it; :func:`embed` turns it into the HTML of
 the book's pages, which load BokehJS from the book's own static files
-(``book/_ext/bokeh_static.py`` copies the files that the installed Bokeh ships,
+(``book/_ext/offline_assets.py`` copies the files that the installed Bokeh ships,
 :func:`bokehjs_files`), so the pages work offline.
 
 Models a test or a script can look up by name (``doc.get_model_by_name``): the
