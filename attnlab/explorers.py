@@ -17,7 +17,8 @@ root layouts ``transition-explorer``, ``overlaps-explorer``, ``phase-explorer`` 
 ``teacher-explorer``, sliders ``omega``, ``sigma``, ``lam``, ``alpha`` (``h1``, ``h2`` in the teacher
 explorer), data sources ``semantic`` and ``positional`` (columns ``alpha`` and the
 plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
-``cursor``, and the text ``readout``.
+``cursor``, the text ``readout``, and ``alpha_range``, the curve explorers' shared
+``alpha`` axis (fixed to the grid's range).
 """
 from __future__ import annotations
 
@@ -110,7 +111,7 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
                     decorate=None, title="", name="explorer", key=""):
     """Sliders over the grid and one figure per field with both branches' curves."""
     from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, CustomJS, Div, HoverTool, Legend, Span
+    from bokeh.models import ColumnDataSource, CustomJS, Div, HoverTool, Legend, Range1d, Span
 
     sliders = dict(omega=_slider("omega", "ω (positional weight)", grid.omegas, _check("omega", omega, 0, 1)),
                    sigma=_slider("sigma", "σ (token std)", grid.sigmas, _check("sigma", sigma, 0, 10)),
@@ -123,11 +124,11 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
     spans = dict(alpha_c=Span(location=0, dimension="height", line_color=COLORS["alpha_c"], line_dash="dashed",
                               line_width=1.5, name="alpha_c"),
                  cursor=Span(location=0, dimension="height", line_color="#999999", line_width=1, name="cursor"))
-    x_range = None
+    # the grid's alpha range, fixed: an auto-range would follow the data and jump where a branch is absent
+    x_range = Range1d(float(grid.alphas[0]), float(grid.alphas[-1]), name="alpha_range")
     figs, legends = [], []
     for f in fields:
         fig = _figure(_LABELS[f], x_range=x_range)
-        x_range = fig.x_range
         items = []
         for b in BRANCHES:
             r = fig.line("alpha", f, source=sources[b], color=COLORS[b], line_width=2.5)

@@ -183,3 +183,23 @@ def test_embedded_html_is_the_same_in_two_fresh_processes():
     html = runs[0]
     ids = set(ex._UUID.findall(html))
     assert len(ids) == 2 and all(html.count(u) >= 2 for u in ids)  # each id is defined and referenced
+
+
+def test_curve_explorers_keep_the_grids_alpha_range():
+    """The alpha axis is the grid's range, fixed: an auto-range followed the drawn data and
+    jumped where a branch is absent (the semantic branch at sigma = 0.4, lambda = 0.04)."""
+    from bokeh.models import Range1d
+    from bokeh.plotting import figure
+
+    g = load_explorer_grid(GRID_CSV)
+    _, j, k = g.index(0.3, 0.4, 0.04)
+    assert not g.curves["on_branch"][:, j, k, BRANCHES.index("semantic")].any()  # the case of the issue
+    for make in (ex.overlaps_explorer, ex.transition_explorer):
+        for kw in (dict(sigma=0.4, lam=0.04), dict(sigma=0.5, lam=0.01)):
+            lay = make(g, omega=0.3, **kw)
+            ranges = {f.x_range for f in lay.references() if isinstance(f, figure)}
+            assert ranges == {_model(lay, "alpha_range")}
+            (x_range,) = ranges
+            assert isinstance(x_range, Range1d)
+            assert (x_range.start, x_range.end) == (g.alphas[0], g.alphas[-1])
+

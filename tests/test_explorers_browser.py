@@ -171,6 +171,9 @@ def _check_curves(drv, root, grid, latency):
             text = _get(drv, root, "readout", "text")
             phase = "no crossing" if not np.isfinite(ac) else ("positional" if grid.alphas[a] < ac else "semantic")
             assert phase in text, text
+        # the alpha axis stays the grid's range (an auto-range jumped where a branch is absent)
+        assert (_get(drv, root, "alpha_range", "start"), _get(drv, root, "alpha_range", "end")) == pytest.approx(
+            (grid.alphas[0], grid.alphas[-1]))
         latency.append(_latency_ms(drv, root, slider, 0))
 
 
