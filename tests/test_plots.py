@@ -107,3 +107,20 @@ def test_a_long_title_wraps_between_clauses():
     assert len(lines) == 2 and all(len(line) <= 110 for line in lines)
     assert "\n".join(lines).replace(";\n", "; ") == text
     assert plots._wrap_clauses("a" * 150) == "a" * 150  # one clause: never cut
+
+
+def test_the_starts_have_the_books_names():
+    """One name per start, the notation appendix's: 'informed start' for Q0 = Q* (chapter 3
+    called it 'informed init' in one panel and 'semantic init' in the other)."""
+    from pathlib import Path
+
+    notation = (Path(__file__).resolve().parent.parent / "book" / "appendix" / "notation.md").read_text()
+    assert "informed start" in notation and "random start" in notation
+    assert plots.START_NAMES == {"random": "random start", "positional": "positional start",
+                                 "semantic": "informed start"}
+    assert all(plots.INIT_LABELS[k].startswith(v) for k, v in plots.START_NAMES.items())
+    runs = dict(alpha=np.array([1.0, 1.0, 1.0, 1.0]), init=np.array(["semantic", "semantic", "random", "random"]),
+                eps_t=np.array([1.0, 2.0, 3.0, 4.0]))
+    ax = plots.plot_simulation_runs(runs, "eps_t")
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["GD, informed start", "GD, random start"]
+    matplotlib.pyplot.close(ax.figure)
