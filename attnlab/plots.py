@@ -14,7 +14,7 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "attention_colorbar", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
@@ -376,6 +376,38 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
     attn = np.asarray(attn, dtype=float)
     return plot_attention_matrix(attn, ax=ax, kind=kind, title=title, labels=labels, annotate=False,
                                  vmax=float(attn.max()) if vmax is None else vmax, cmap=cmap)
+
+
+def attention_colorbar(ax, label="attention weight", uniform=True, **kwargs):
+    """Colour bar of the attention map drawn on ``ax``, on that map's own scale.
+
+    Maps whose weights span very different ranges (a nearly uniform positional map
+    next to a sharp semantic one) each get their own scale this way, and the line at
+    the uniform weight ``1/L`` is one reference that reads the same on every bar.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        Holds the map (its first image, as drawn by :func:`plot_attention_matrix`
+        or :func:`plot_token_attention`).
+    label : str
+        Label of the colour bar.
+    uniform : bool
+        Draw a black line (edged in white) at ``1/L``, the weight of every key under
+        uniform attention.
+    **kwargs
+        Passed to ``Figure.colorbar`` (e.g. ``shrink``).
+
+    Returns
+    -------
+    cbar : matplotlib Colorbar
+    """
+    image = ax.images[0]
+    cbar = ax.figure.colorbar(image, ax=ax, label=label, **kwargs)
+    if uniform:
+        for color, width in (("white", 3.5), ("black", 1.5)):  # seen on a light and on a dark colour
+            cbar.ax.axhline(1.0 / image.get_array().shape[1], color=color, lw=width)
+    return cbar
 
 
 #: Colour key of each initialisation: the minimum that gradient descent reaches from it.
