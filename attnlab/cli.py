@@ -306,25 +306,11 @@ def _add_counting(sub) -> None:
 # ----------------------------------------------------------------------------- reproduce
 
 def _cmd_reproduce(args) -> dict:
-    from .experiments.figures import FIGURES, figure_specs, get_figure, reproduce
-    from .experiments.runners import spec_key
-    from .experiments.store import RESULTS_DIR, cached_path, read_rows
+    from .experiments.figures import FIGURES, figure_status, get_figure, reproduce
+    from .experiments.store import RESULTS_DIR
 
     if args.list:
-        out = {}
-        for f in FIGURES.values():
-            specs = figure_specs(f.name)
-            path = cached_path(f"{f.name}{'' if f.simulations else '-theory'}.csv", args.out)
-            if not path.exists():
-                state = "not cached"
-            elif not specs:  # theory only: the table is the result
-                state = "cached"
-            else:  # how many of the grid's runs the cached table holds
-                done = {spec_key(s) for s in specs} & {r["run_id"] for r in read_rows(path, key="run_id")}
-                state = "cached" if len(done) == len(specs) else f"{len(done)} of {len(specs)} runs cached"
-            out[f.name] = (f"{f.description} [{len(specs)} runs; --quick "
-                           f"{len(figure_specs(f.name, quick=True))}; {state}]")
-        return out
+        return {f.name: f"{f.description} [{figure_status(f.name, results_dir=args.out)}]" for f in FIGURES.values()}
     if args.figure is None:
         raise ValueError("figure is missing: give a FIGURE to reproduce, or --list")
     get_figure(args.figure)

@@ -22,7 +22,8 @@ root layouts ``transition-explorer``, ``overlaps-explorer``, ``phase-explorer`` 
 ``teacher-explorer``, sliders ``omega``, ``sigma``, ``lam``, ``alpha`` (``h1``, ``h2`` in the teacher
 explorer), data sources ``semantic`` and ``positional`` (columns ``alpha`` and the
 plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
-``cursor``, and the text ``readout``.
+``cursor``, the text ``readout``, and ``alpha_range``, the curve explorers' shared
+``alpha`` axis (fixed to the grid's range).
 """
 from __future__ import annotations
 
@@ -112,10 +113,13 @@ def _figure(ylabel, x_range=None, height=230, title=None):
 
 
 def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_js="", extra_args=None,
-                    decorate=None, title="", name="explorer", key=""):
-    """Sliders over the grid and one figure per field with both branches' curves."""
+                    decorate=None, title="", name="explorer", key="", readout_text=None):
+    """Sliders over the grid and one figure per field with both branches' curves.
+
+    ``readout_text(grid, i, j, k, a)``, if given, writes the initial readout in Python
+    (what ``extra_js`` writes in the page at the grid point ``(i, j, k)`` and cursor ``a``)."""
     from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, CustomJS, Div, HoverTool, Legend, Span
+    from bokeh.models import ColumnDataSource, CustomJS, Div, HoverTool, Legend, Range1d, Span
 
     sliders = dict(omega=_slider("omega", "ω (positional weight)", grid.omegas, _check("omega", omega, 0, 1)),
                    sigma=_slider("sigma", "σ (token std)", grid.sigmas, _check("sigma", sigma, 0, 10)),
@@ -128,11 +132,11 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
     spans = dict(alpha_c=Span(location=0, dimension="height", line_color=COLORS["alpha_c"], line_dash="dashed",
                               line_width=1.5, name="alpha_c"),
                  cursor=Span(location=0, dimension="height", line_color="#999999", line_width=1, name="cursor"))
-    x_range = None
+    # the grid's alpha range, fixed: an auto-range would follow the data and jump where a branch is absent
+    x_range = Range1d(float(grid.alphas[0]), float(grid.alphas[-1]), name="alpha_range")
     figs, legends = [], []
     for f in fields:
         fig = _figure(_LABELS[f], x_range=x_range)
-        x_range = fig.x_range
         items = []
         for b in BRANCHES:
             r = fig.line("alpha", f, source=sources[b], color=COLORS[b], line_width=2.5)
@@ -175,6 +179,8 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
     layout = column(head, controls, readout, *figs, sizing_mode="stretch_width", name=name)
     _on_ready(layout, callback)
     _fill_python(grid, sources, fields, sliders, spans)
+    if readout_text is not None:
+        readout.text = readout_text(grid, *(int(sliders[n].value) for n in ("omega", "sigma", "lam", "alpha")))
     return layout
 
 
@@ -202,6 +208,7 @@ def _fill_python(grid, sources, fields, sliders, spans):
     spans["cursor"].location = float(grid.alphas[a])
 
 
+# The readout of the transition explorer; :func:`_transition_readout` writes the same text in Python.
 _PHASE_JS = """
 const fmt = (v, d) => Number.isFinite(v) ? v.toFixed(d) : "n/a";
 const at_x = (name, f) => sources[name].data[f][ia];
@@ -209,18 +216,84 @@ const lin = eps_lin[(i * shape[1] + j) * shape[2] + k];
 eps_g_linear.location = lin;
 alpha_l.location = Number.isFinite(al) ? al : null; alpha_l.visible = Number.isFinite(al);
 let phase;
-if (!Number.isFinite(ac)) {
-  const sem = at_x("semantic", "eps_t"), pos = at_x("positional", "eps_t");
-  const low = Number.isFinite(sem) && Number.isFinite(pos) ? (sem < pos ? "semantic" : "positional") + " " : "";
-  phase = low + "(no crossing in (0, 3]: the lower minimum does not switch)";
-}
-else if (x < ac) phase = "<b style='color:#1f77b4'>positional</b> (α < α_c = " + ac.toFixed(3) + ")";
-else phase = "<b style='color:#d62728'>semantic</b> (α ≥ α_c = " + ac.toFixed(3) + ")";
+if (!Number.isFinite(ac)) phase = no_crossing[(i * shape[1] + j) * shape[2] + k];
+else if (x < ac) phase = phase_names.positional + " (α < α_c = " + ac.toFixed(3) + ")";
+else phase = phase_names.semantic + " (α ≥ α_c = " + ac.toFixed(3) + ")";
 readout.text = "At α = " + x.toFixed(2) + ": phase " + phase
   + "<br>training loss ε_t: semantic " + fmt(at_x("semantic", "eps_t"), 5) + ", positional " + fmt(at_x("positional", "eps_t"), 5)
   + "; test error ε_g: semantic " + fmt(at_x("semantic", "eps_g"), 5) + ", positional " + fmt(at_x("positional", "eps_g"), 5)
   + ", linear " + fmt(lin, 5) + "; α_l = " + fmt(al, 3);
 """
+
+
+def _phase_name(branch: str) -> str:
+    """The phase's name in bold, in the branch's colour (HTML)."""
+    return f"<b style='color:{COLORS[branch]}'>{branch}</b>"
+
+
+def _phase_without_crossing(grid: ExplorerGrid) -> list[str]:
+    """The phase named by the transition explorer where ``alpha_c`` is not in ``(0, alpha_max]``.
+
+    Without a crossing of the training losses the lower minimum does not switch: it is
+    the branch with the lower training loss at the largest ``alpha`` where both exist (the
+    threshold search starts there), else the one branch that exists somewhere. Where
+    neither exists the weights are ``Q = 0``: uniform attention, which depends on no
+    token's content, so the phase is positional there (the text says so); where the
+    semantic branch is the lower one but appears only at some ``alpha``, the phase below
+    is positional (the text names that ``alpha``).
+
+    Returns
+    -------
+    list of str
+        HTML, one per curve grid point ``(omega, sigma, lambda)``, flat in C order.
+    """
+    on, eps_t = grid.curves["on_branch"], grid.curves["eps_t"]
+    s, p = BRANCHES.index("semantic"), BRANCHES.index("positional")
+    out = []
+    for at in np.ndindex(on.shape[:3]):
+        both, some = np.flatnonzero(on[at][s] & on[at][p]), np.flatnonzero(on[at].any(axis=0))
+        if both.size:
+            lower = "semantic" if eps_t[at][s, both[-1]] < eps_t[at][p, both[-1]] else "positional"
+        else:
+            lower = "semantic" if on[at][s].any() else "positional"
+        first = int(np.flatnonzero(on[at][s])[0]) if lower == "semantic" else 0
+        if lower == "semantic" and first > 0:
+            out.append(f"{_phase_name('semantic')} from α = {grid.alphas[first]:g}, where its branch appears "
+                       f"({_phase_name('positional')} below; the training losses do not cross)")
+            continue
+        if some.size == 0:
+            why = "neither branch exists: Q = 0, uniform attention"
+        elif some[0] > 0:
+            why = f"no crossing; below α = {grid.alphas[some[0]]:g} neither branch exists: Q = 0, uniform attention"
+        else:
+            why = "no crossing: the lower minimum does not switch"
+        out.append(f"{_phase_name(lower)} for all α in (0, {DEFAULT_ALPHA_MAX:g}] ({why})")
+    return out
+
+
+def _transition_readout(grid: ExplorerGrid, i: int, j: int, k: int, a: int) -> str:
+    """The transition explorer's readout at grid point ``(i, j, k)`` and cursor ``alphas[a]``
+    (the text that :data:`_PHASE_JS` writes in the page)."""
+    t = (int(np.flatnonzero(np.isclose(grid.omegas_dense, grid.omegas[i]))[0]), j, k)
+    ac, al, x, lin = grid.alpha_c[t], grid.alpha_l[t], float(grid.alphas[a]), grid.eps_g_linear[i, j, k]
+
+    def fmt(v, d):
+        return f"{v:.{d}f}" if np.isfinite(v) else "n/a"
+
+    def at_x(branch, f):
+        b = BRANCHES.index(branch)
+        return grid.curves[f][i, j, k, b, a] if grid.curves["on_branch"][i, j, k, b, a] else np.nan
+
+    if not np.isfinite(ac):
+        phase = _phase_without_crossing(grid)[np.ravel_multi_index((i, j, k), grid.eps_g_linear.shape)]
+    elif x < ac:
+        phase = f"{_phase_name('positional')} (α < α_c = {ac:.3f})"
+    else:
+        phase = f"{_phase_name('semantic')} (α ≥ α_c = {ac:.3f})"
+    return (f"At α = {x:.2f}: phase {phase}"
+            f"<br>training loss ε_t: semantic {fmt(at_x('semantic', 'eps_t'), 5)}, positional "
+            f"{fmt(at_x('positional', 'eps_t'), 5)}; test error ε_g: semantic {fmt(at_x('semantic', 'eps_g'), 5)}, "
+            f"positional {fmt(at_x('positional', 'eps_g'), 5)}, linear {fmt(lin, 5)}; α_l = {fmt(al, 3)}")
 
 
 def transition_explorer(grid: ExplorerGrid, *, omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01,
@@ -256,6 +329,7 @@ def transition_explorer(grid: ExplorerGrid, *, omega: float = 0.3, sigma: float 
                               line_width=1.5, name="alpha_l"),
                  eps_g_linear=Span(location=0, dimension="width", line_color=COLORS["linear"], line_dash="dashed",
                                    line_width=1.5, name="eps_g_linear"))
+    phases = dict(no_crossing=_phase_without_crossing(grid), phase_names={b: _phase_name(b) for b in BRANCHES})
 
     def decorate(fig, f, items):
         if f == "eps_g":
@@ -263,9 +337,10 @@ def transition_explorer(grid: ExplorerGrid, *, omega: float = 0.3, sigma: float 
             fig.add_layout(extra["eps_g_linear"])
 
     layout = _curve_explorer(grid, ("eps_t", "eps_g"), omega, sigma, lam, alpha, extra_js=_PHASE_JS,
-                             extra_args=extra, decorate=decorate, title="Transition explorer",
+                             extra_args=dict(extra, **phases), decorate=decorate, title="Transition explorer",
                              name="transition-explorer", key="black dashed: α_c; green dotted: α_l; grey dashed "
-                                                              "horizontal: the linear baseline; ")
+                                                              "horizontal: the linear baseline; ",
+                             readout_text=_transition_readout)
     i, j, k = (int(layout.select_one({"name": n}).value) for n in ("omega", "sigma", "lam"))
     t = (int(np.flatnonzero(np.isclose(grid.omegas_dense, grid.omegas[i]))[0]), j, k)
     extra["eps_g_linear"].location = float(grid.eps_g_linear[i, j, k])

@@ -14,7 +14,8 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "INIT_KINDS", "INIT_LABELS", "LEAD_MIN", "on_branch_rows", "plot_simulation_runs", "plot_se_table",
+           "attention_colorbar", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
 
@@ -377,13 +378,48 @@ def plot_token_attention(attn, tokens, ax=None, kind=None, title=None, alphabet=
                                  vmax=float(attn.max()) if vmax is None else vmax, cmap=cmap)
 
 
+def attention_colorbar(ax, label="attention weight", uniform=True, **kwargs):
+    """Colour bar of the attention map drawn on ``ax``, on that map's own scale.
+
+    Maps whose weights span very different ranges (a nearly uniform positional map
+    next to a sharp semantic one) each get their own scale this way, and the line at
+    the uniform weight ``1/L`` is one reference that reads the same on every bar.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        Holds the map (its first image, as drawn by :func:`plot_attention_matrix`
+        or :func:`plot_token_attention`).
+    label : str
+        Label of the colour bar.
+    uniform : bool
+        Draw a black line (edged in white) at ``1/L``, the weight of every key under
+        uniform attention.
+    **kwargs
+        Passed to ``Figure.colorbar`` (e.g. ``shrink``).
+
+    Returns
+    -------
+    cbar : matplotlib Colorbar
+    """
+    image = ax.images[0]
+    cbar = ax.figure.colorbar(image, ax=ax, label=label, **kwargs)
+    if uniform:
+        for color, width in (("white", 3.5), ("black", 1.5)):  # seen on a light and on a dark colour
+            cbar.ax.axhline(1.0 / image.get_array().shape[1], color=color, lw=width)
+    return cbar
+
+
 #: Colour key of each initialisation: the minimum that gradient descent reaches from it.
 INIT_KINDS = {"random": "positional", "positional": "positional", "semantic": "semantic"}
+#: The book's name of each initialisation (``init=``) of gradient descent: ``0.1 N(0, I_d)``,
+#: ``0.5 1_d``, and ``Q*`` (the informed start), for printed output and legends.
+START_NAMES = {"random": "random start", "positional": "positional start", "semantic": "informed start"}
 #: Legend label of each initialisation.
-INIT_LABELS = {"random": "random init", "positional": "positional init", "semantic": r"informed init $Q_0 = Q^*$"}
+INIT_LABELS = {**START_NAMES, "semantic": START_NAMES["semantic"] + r" $Q_0 = Q^*$"}
 
 
-def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt="GD, {} init",
+def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt=None,
                          marker="o", filled=True, select=None, kind=None, x_scale=1.0):
     """Mean and standard error over seeds of finite-``d`` runs, one series per ``by`` value.
 
@@ -402,8 +438,10 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         when ``by == "init"``).
     absolute : bool
         Plot ``|y|`` (overlaps are defined up to a sign).
-    label_fmt : str or dict
-        Legend label, formatted with the series value; or a dict from series value to label.
+    label_fmt : str or dict, optional
+        Legend label, formatted with the series value; or a dict from series value to label
+        (default: ``"GD, "`` and the :data:`START_NAMES` entry when ``by == "init"``,
+        else the series value).
     marker : str
     filled : bool
     select : ndarray of bool, optional
@@ -428,7 +466,10 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         mean = np.array([v.mean() for v in vals])
         sem = np.array([v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0.0 for v in vals])
         series_kind = kind or (INIT_KINDS.get(group, group) if by == "init" else group)
-        label = label_fmt[group] if isinstance(label_fmt, dict) else label_fmt.format(group)
+        if label_fmt is None:
+            label = f"GD, {START_NAMES.get(group, group)}" if by == "init" else str(group)
+        else:
+            label = label_fmt[group] if isinstance(label_fmt, dict) else label_fmt.format(group)
         plot_points(xs * x_scale, mean, series_kind, ax=ax, yerr=sem, label=label, marker=marker, filled=filled)
     return ax
 
@@ -521,13 +562,13 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
 
     First four panels, at ``omega``: ``theta``, ``|m|``, the training-loss gap
     ``eps_t(semantic) - eps_t(positional)`` (GD: paired by seed) and ``eps_g``
-    against ``alpha``; points are GD from the informed init (semantic colour) and
-    from the positional init (positional colour), extrapolated in ``1/d`` with
+    against ``alpha``; points are GD from the informed start (semantic colour) and
+    from the positional start (positional colour), extrapolated in ``1/d`` with
     their standard errors (:func:`attnlab.extrapolation.extrapolate_runs`); lines
     are the SE branches with the followed minimiser (solid) and the global one
     (dashed), where they exist (converged, leading overlap above :data:`LEAD_MIN`;
-    the gap only where both do). Fifth panel: the lead overlaps (``theta`` from the informed init,
-    ``|m|`` from the positional init) at ``omega_low``. Last panel:
+    the gap only where both do). Fifth panel: the lead overlaps (``theta`` from the informed start,
+    ``|m|`` from the positional start) at ``omega_low``. Last panel:
     ``alpha_c(omega)`` from the GD training-loss crossing
     (:func:`attnlab.extrapolation.crossing`) and from both SE descriptions.
 
@@ -557,7 +598,7 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
     axes = grid.ravel()
     labels = dict(theta=r"semantic overlap $\theta = Q^*\!\cdot Q/d$", m=r"positional overlap $|m|$",
                   eps_t=r"training loss $\varepsilon_t = R/d$", eps_g=r"test error $\varepsilon_g$",
-                  lead=r"$\theta$ (informed init), $|m|$ (positional init)",
+                  lead=r"$\theta$ (informed start), $|m|$ (positional start)",
                   gap=r"$\varepsilon_t$(semantic) $-$ $\varepsilon_t$(positional)")
     panels = [(omega, "theta"), (omega, "m"), (omega, "gap"), (omega, "eps_g"), (omega_low, "lead")]
     for ax, (w, y) in zip(axes, panels):
@@ -573,7 +614,7 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
             ex = [r for r in extrapolate_runs(sub, key, absolute=(key == "m")) if r["init"] == init] if at.any() else []
             if ex:
                 plot_points([r["alpha"] for r in ex], [r["value"] for r in ex], init, ax=ax,
-                            yerr=[r["error"] for r in ex], label=f"GD from the {init} init, $d\\to\\infty$")
+                            yerr=[r["error"] for r in ex], label=f"GD from the {START_NAMES[init]}, $d\\to\\infty$")
             for minimizer, style in (("followed", "-"), ("global", "--")):
                 if theory is not None:  # the lead panel draws each branch's own overlap
                     _theory_line(ax, theory, w, branch, minimizer, key, style, f"SE {branch}, {minimizer} minimiser")
@@ -727,7 +768,7 @@ def _threshold_lines(ax, omega, alpha_c, alpha_l, **kw):
 
 
 def plot_phase_map(runs, theory=None, path=None):
-    """Map of ``eps_t(informed init) - eps_t(random init)`` over ``(alpha, omega)``, with the SE thresholds.
+    """Map of ``eps_t(informed start) - eps_t(random start)`` over ``(alpha, omega)``, with the SE thresholds.
 
     Parameters
     ----------
@@ -745,7 +786,7 @@ def plot_phase_map(runs, theory=None, path=None):
     alphas = np.unique(runs["alpha"])
     fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
     mesh = plot_gd_gap_map(gd_gap_map(runs), ax=ax)
-    fig.colorbar(mesh, ax=ax, label=r"$\varepsilon_t$(informed init) $-$ $\varepsilon_t$(random init)"
+    fig.colorbar(mesh, ax=ax, label=r"$\varepsilon_t$(informed start) $-$ $\varepsilon_t$(random start)"
                                      "\n(red: semantic minimum lower)")
     step = 0.5 * np.diff(alphas).min(initial=0.2)
     right = alphas.max() + step

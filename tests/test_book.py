@@ -374,3 +374,15 @@ def test_thebe_leaves_the_explorer_cells_alone():
                 assert "no-thebe" in tags, f"{path.name}: explorer cell without the no-thebe tag: {source[:60]!r}"
                 tagged += 1
     assert tagged >= 5
+
+
+def test_chapter_3_names_each_start_one_way():
+    """Chapter 3 called the start at Q* "informed init" in one panel and "semantic init" in the
+    other: its labels, legends and printed lines take the names of ``attnlab.plots.START_NAMES``
+    (``INIT_LABELS``), the notation appendix's "informed start" and "random start"."""
+    code = "\n".join(src for kind, src, _ in _cells(MD / "03_gradient_descent.md") if kind == "code")
+    # the text of the string literals, without f-strings' {fields} ("init" alone is a column's name)
+    strings = [re.sub(r"\{[^{}]*\}", "", t) for t in re.findall(r"(\"[^\"\n]*\"|'[^'\n]*')", code)]
+    named = [t for t in strings if re.search(r"\binit\b", t) and t.strip("\"'") != "init"]
+    assert named == [], f"a start named in chapter 3 without START_NAMES / INIT_LABELS: {named}"
+    assert "START_NAMES[" in code and "INIT_LABELS[" in code

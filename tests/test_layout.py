@@ -1,9 +1,11 @@
 """The package's layers import one way: model -> theory -> experiments -> figures -> CLI.
 
 Read from the source (every ``import`` statement, also those inside functions), so a
-lazy import that closes a cycle counts too.
+lazy import that closes a cycle counts too. And the repository's files that the
+package's docstrings name exist.
 """
 import ast
+import re
 from pathlib import Path
 
 import attnlab
@@ -77,3 +79,23 @@ def test_no_import_cycle():
 
     cycles = [n for n in graph if reaches(n, n, set())]
     assert not cycles, cycles
+
+
+#: Paths of the repository (outside the package) that a docstring may name.
+_REPO_PATH = re.compile(r"\b(?:book/_ext/\w+\.py|book/_scripts/[\w.-]*\w|benchmarks/[\w/-]+\.py)\b")
+
+
+def test_files_named_in_docstrings_exist():
+    """A docstring of attnlab.explorers named ``book/_ext/bokeh_static.py``, which is
+    ``book/_ext/offline_assets.py``: every ``book/_ext/*.py``, ``book/_scripts/*`` and
+    ``benchmarks/*.py`` that a docstring names is a file of the repository."""
+    root = PACKAGE.parent
+    named = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                for found in _REPO_PATH.findall(ast.get_docstring(node) or ""):
+                    named.setdefault(found, set()).add(path.relative_to(root).as_posix())
+    assert len(named) >= 3, named  # the pattern finds what the docstrings name
+    missing = {p: sorted(where) for p, where in named.items() if not (root / p).is_file()}
+    assert not missing, f"named in docstrings, not in the repository: {missing}"

@@ -107,3 +107,43 @@ def test_a_long_title_wraps_between_clauses():
     assert len(lines) == 2 and all(len(line) <= 110 for line in lines)
     assert "\n".join(lines).replace(";\n", "; ") == text
     assert plots._wrap_clauses("a" * 150) == "a" * 150  # one clause: never cut
+
+
+def test_each_attention_map_can_take_its_own_scale_with_a_uniform_mark():
+    """Chapter 1's nearly uniform positional map was white on a scale shared with a sharp map:
+    on its own scale (from 0 to its largest weight) its structure shows, and its colour bar
+    marks 1/L, the weight of uniform attention, so that the bars compare."""
+    import matplotlib.pyplot as plt
+
+    L = 10
+    flat = np.full((L, L), 1.1 / L) - 0.5 / L * np.eye(L)  # near uniform, lighter on the diagonal
+    sharp = np.eye(L) * 0.9 + 0.1 / L
+    fig, axes = plt.subplots(1, 2)
+    for ax, M in zip(axes, (flat, sharp)):
+        plots.plot_token_attention(M, np.arange(L), ax=ax, cmap="Purples")
+        cbar = plots.attention_colorbar(ax)
+        assert cbar.mappable is ax.images[0] and ax.images[0].get_clim() == (0.0, M.max())
+        marks = [line.get_ydata()[0] for line in cbar.ax.get_lines()]
+        assert marks and np.allclose(marks, 1 / L)
+    # the flat map uses the range of its colours: the diagonal is lighter than the rest by a third
+    image = axes[0].images[0]
+    shades = image.norm(flat)
+    assert shades.max() == 1.0 and shades.min() < 0.6
+    plt.close(fig)
+
+
+def test_the_starts_have_the_books_names():
+    """One name per start, the notation appendix's: 'informed start' for Q0 = Q* (chapter 3
+    called it 'informed init' in one panel and 'semantic init' in the other)."""
+    from pathlib import Path
+
+    notation = (Path(__file__).resolve().parent.parent / "book" / "appendix" / "notation.md").read_text()
+    assert "informed start" in notation and "random start" in notation
+    assert plots.START_NAMES == {"random": "random start", "positional": "positional start",
+                                 "semantic": "informed start"}
+    assert all(plots.INIT_LABELS[k].startswith(v) for k, v in plots.START_NAMES.items())
+    runs = dict(alpha=np.array([1.0, 1.0, 1.0, 1.0]), init=np.array(["semantic", "semantic", "random", "random"]),
+                eps_t=np.array([1.0, 2.0, 3.0, 4.0]))
+    ax = plots.plot_simulation_runs(runs, "eps_t")
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["GD, informed start", "GD, random start"]
+    matplotlib.pyplot.close(ax.figure)

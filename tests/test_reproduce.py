@@ -196,6 +196,29 @@ def test_cli_list_and_errors(capsys):
     assert listed["overlaps-vs-alpha"].endswith("; cached]")  # every run of its grid is in results/
 
 
+def test_cli_list_gives_the_size_of_a_theory_only_grid(tmp_path, capsys):
+    """The explorers' grid has no runs: --list gives its grid points (it said `[0 runs; --quick 0;
+    cached]`) and how many of its state-evolution tasks the cached table holds."""
+    from attnlab.explorer_grid import ALPHAS, LAMS, OMEGAS, SIGMAS
+
+    points = len(OMEGAS) * len(SIGMAS) * len(LAMS) * len(ALPHAS)
+    axes = f"{len(OMEGAS)} omega x {len(SIGMAS)} sigma x {len(LAMS)} lam x {len(ALPHAS)} alpha"
+    description = FIGURES["explorer-grid"].description
+    assert cli.main(["reproduce", "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["explorer-grid"] == f"{description} [{points} grid points ({axes}); --quick 6; cached]"
+    tasks = theory_specs("explorer-grid")
+    (tmp_path / "explorer-grid-theory.csv").write_text(  # two tasks' rows, one of them twice (two alphas)
+        "run_id,kind\n" + "".join(f"{spec_key(t)},{t['kind']}\n" for t in (tasks[0], tasks[0], tasks[-1])))
+    assert cli.main(["reproduce", "--list", "--json", "--out", str(tmp_path)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["explorer-grid"].endswith(f"; 2 of {len(tasks)} SE tasks cached]")
+    assert listed["phase-diagram"].endswith("not cached]")
+    (tmp_path / "explorer-grid-theory.csv").unlink()
+    assert cli.main(["reproduce", "--list", "--json", "--out", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["explorer-grid"].endswith(f"({axes}); --quick 6; not cached]")
+
+
 def test_cli_list_counts_a_partial_cache(tmp_path, capsys):
     """--list says how many of a figure's runs a cached table holds, not only that the file exists."""
     specs = figure_specs("finite-size")

@@ -42,11 +42,11 @@ from ..explorer_grid import ALPHAS, LAMS, OMEGAS, SIGMAS, explorer_tasks
 from ..params import (BRANCHES, DEFAULT_LAM, DEFAULT_OMEGA, DEFAULT_SIGMA, MINIMIZERS, PAPER_A_ASYMMETRIC,
                       ModelParams, check_choice, check_int, check_path)
 from .runners import grid, run_theory_spec, se_curve_spec, simulation_spec, spec_key, transition_spec
-from .store import RESULTS_DIR, book_data_path, cached_path, read_columns, read_provenance
+from .store import RESULTS_DIR, book_data_path, cached_path, read_columns, read_provenance, read_rows
 from .sweeps import Sweep, run_sweeps
 
-__all__ = ["Figure", "FIGURES", "THEORY_TASKS", "get_figure", "figure_specs", "theory_specs", "reproduce",
-           "load_results", "load_provenance", "describe_results", "load_book_data", "load_book_provenance"]
+__all__ = ["Figure", "FIGURES", "THEORY_TASKS", "get_figure", "figure_specs", "theory_specs", "figure_status",
+           "reproduce", "load_results", "load_provenance", "describe_results", "load_book_data", "load_book_provenance"]
 
 #: The paper's 25 sample complexities in (0, 2]: 0.08, 0.16, ..., 2.0.
 ALPHAS_25 = tuple(float(f"{a:.4g}") for a in np.linspace(0.08, 2.0, 25))
@@ -286,6 +286,48 @@ def theory_specs(name: str, *, quick: bool = False, overrides: dict | None = Non
     """State-evolution tasks of a figure (see :func:`~attnlab.experiments.runners.run_theory_spec`)."""
     fig = get_figure(name)
     return THEORY_TASKS[fig.theory](*_grid_for(fig, quick, overrides))
+
+
+def figure_status(name: str, *, results_dir=None) -> str:
+    """What ``attnlab reproduce --list`` says of a figure: its size and how much of it is cached.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`FIGURES`.
+    results_dir : str or Path, optional
+        Folder of the cached tables (default: :func:`~attnlab.experiments.store.cached_path`'s).
+
+    Returns
+    -------
+    str
+        E.g. ``"192 runs; --quick 8; cached"``: the runs of the full grid and of the
+        ``--quick`` one, and ``"cached"``, ``"k of n runs cached"`` (the rows of ``NAME.csv``
+        that belong to the grid) or ``"not cached"``. A theory-only figure has no runs: the
+        points of its state-evolution grid instead (``"2520 grid points (7 omega x 3 sigma x
+        4 lam x 30 alpha); --quick 6; cached"``), and the share of its state-evolution tasks
+        that ``NAME-theory.csv`` holds (``"k of n SE tasks cached"``).
+    """
+    fig = get_figure(name)
+
+    def size(quick: bool) -> int:
+        if fig.simulations:
+            return len(figure_specs(name, quick=quick))
+        return int(np.prod([len(v) for v in _grid_for(fig, quick, None)[1].values()]))
+
+    if fig.simulations:
+        unit, tasks, kind = "runs", figure_specs(name), "runs"
+    else:
+        axes = _grid_for(fig, False, None)[1]
+        unit = f"grid points ({' x '.join(f'{len(v)} {k}' for k, v in axes.items())})"
+        tasks, kind = theory_specs(name), "SE tasks"
+    path = cached_path(_stem(fig, False) + ("" if fig.simulations else "-theory") + ".csv", results_dir)
+    if not path.exists():
+        state = "not cached"
+    else:  # how many of the grid's runs (or tasks) the cached table holds
+        done = {spec_key(t) for t in tasks} & {r["run_id"] for r in read_rows(path, key="run_id")}
+        state = "cached" if len(done) == len(tasks) else f"{len(done)} of {len(tasks)} {kind} cached"
+    return f"{size(False)} {unit}; --quick {size(True)}; {state}"
 
 
 def _stem(fig: Figure, quick: bool) -> str:
