@@ -142,18 +142,21 @@ def figure_html(fig) -> str:
 
     Returns
     -------
-    str
-        HTML with the PNGs inline (``data:`` URIs).
+    str or None
+        HTML with the PNGs inline (``data:`` URIs); ``None`` for a figure without axes,
+        which IPython does not draw either.
     """
     import matplotlib.pyplot as plt
 
     wide = _png(fig)
+    if wide is None:  # (IPython draws nothing for a figure without axes)
+        return None
     attrs = {"data-min-font-px": f"{_min_font_px(fig):.2f}"}
     source = ""
     narrow = narrow_variant(fig)
     if narrow is not None:
         try:
-            png = _png(narrow)
+            png = _png(narrow) or b""
             attrs["data-narrow-min-font-px"] = f"{_min_font_px(narrow):.2f}"
             source = (f'<source media="{PHONE_MEDIA}" '
                       f'srcset="data:image/png;base64,{base64.b64encode(png).decode()}">')

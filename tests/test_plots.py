@@ -147,3 +147,75 @@ def test_the_starts_have_the_books_names():
     ax = plots.plot_simulation_runs(runs, "eps_t")
     assert sorted(ax.get_legend_handles_labels()[1]) == ["GD, informed start", "GD, random start"]
     matplotlib.pyplot.close(ax.figure)
+
+
+# --------------------------------------------------------------------------- phone variants
+
+def test_phone_variant_stacks_the_panels_and_fits_the_phone_column():
+    import matplotlib.pyplot as plt
+
+    from attnlab.responsive import NARROW_WIDTH_IN, narrow_variant
+
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), sharey=True, constrained_layout=True)
+    for k, ax in enumerate(axes):
+        ax.plot([0, 1], [k, k + 1], label=f"curve {k}")
+        ax.set_title(f"panel {k}")
+    axes[0].set_ylabel("test error")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3)
+    narrow = narrow_variant(fig)
+    try:
+        rows = sorted(ax.get_subplotspec().rowspan.start for ax in narrow.axes)
+        cols = {ax.get_subplotspec().colspan.start for ax in narrow.axes}
+        assert rows == [0, 1, 2] and cols == {0}  # one column, in reading order
+        assert [ax.get_title() for ax in sorted(narrow.axes, key=lambda a: a.get_subplotspec().rowspan.start)] \
+            == ["panel 0", "panel 1", "panel 2"]
+        # the tick labels that sharey hid are shown again
+        assert all(ax.yaxis.get_tick_params()["labelleft"] for ax in narrow.axes)
+        narrow.draw_without_rendering()
+        assert narrow.get_tightbbox().width <= NARROW_WIDTH_IN + 0.05
+        assert fig.get_size_inches()[0] == 10  # the original is untouched
+        # a figure that fits already has no variant
+        small = plt.figure(figsize=(3.0, 2.5))
+        assert narrow_variant(small) is None
+    finally:
+        plt.close("all")
+
+
+def test_figure_html_serves_the_phone_variant_below_600_px_with_alt_text():
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from attnlab.responsive import PHONE_MEDIA, figure_html
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    axes[0].set(title="training loss", xlabel="alpha", ylabel="eps_t")
+    fig.suptitle("two panels")
+    html = figure_html(fig)
+    small = plt.figure(figsize=(3, 2))
+    small.add_subplot().plot([0, 1])
+    try:
+        assert html.count("data:image/png;base64,") == 2 and f'media="{PHONE_MEDIA}"' in html
+        assert 'alt="Figure. two panels; training loss: eps_t against alpha' in html
+        wide_px, narrow_px = (float(x) for x in re.findall(r'min-font-px="([\d.]+)"', html))
+        # the smallest text is a tick label (rc size "medium"), in pixels of the PNG
+        from matplotlib.font_manager import FontProperties
+
+        tick_pt = FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
+        assert wide_px == narrow_px == round(tick_pt / 72 * fig.dpi, 2)
+        plain = figure_html(small)
+        assert plain.count("data:image/png;base64,") == 1 and "<source" not in plain
+        assert figure_html(plt.figure()) is None  # no axes: nothing drawn, as IPython does
+    finally:
+        plt.close("all")
+
+
+def test_phone_figures_registers_the_html_display_of_figures():
+    from IPython.core.interactiveshell import InteractiveShell
+    from matplotlib.figure import Figure
+
+    from attnlab.responsive import figure_html, phone_figures
+
+    shell = InteractiveShell.instance()
+    phone_figures(shell)
+    assert shell.display_formatter.formatters["text/html"].lookup_by_type(Figure) is figure_html
