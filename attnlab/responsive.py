@@ -47,7 +47,8 @@ def narrow_variant(fig):
     """A copy of ``fig`` laid out for a phone, or ``None`` where ``fig`` is narrow already.
 
     The copy is :data:`NARROW_WIDTH_IN` wide; panels of a grid are stacked in one column in
-    reading order (row by row), each keeping roughly its aspect ratio; tick labels that a
+    reading order (row by row), each keeping roughly its aspect ratio (one panel keeps its
+    height); tick labels that a
     shared axis hid are shown again, legends have at most two columns and titles wrap.
 
     Parameters
@@ -59,7 +60,8 @@ def narrow_variant(fig):
     -------
     matplotlib.figure.Figure or None
         A new figure (not registered with pyplot), or ``None`` when ``fig`` is at most
-        :data:`NARROW_WIDTH_IN` wide.
+        :data:`NARROW_WIDTH_IN` wide or cannot be laid out that narrow (its layout engine
+        collapses the axes). Where only a wider copy can be laid out, the copy is that wide.
     """
     from matplotlib.gridspec import GridSpec
 
@@ -82,7 +84,8 @@ def narrow_variant(fig):
                 if ax.yaxis.get_label_position() == "left":
                     ax.tick_params(labelleft=True)
     else:
-        copy.set_size_inches(NARROW_WIDTH_IN, max(height * NARROW_WIDTH_IN / width, _PANEL_HEIGHT[0]))
+        # (as tall as drawn: its legends and titles keep their height when the axes narrow)
+        copy.set_size_inches(NARROW_WIDTH_IN, max(height, _PANEL_HEIGHT[0]))
     legends = copy.legends + [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None]
     for legend in legends:
         legend.set_ncols(min(legend._ncols, 2))
@@ -91,17 +94,35 @@ def narrow_variant(fig):
             text.set_wrap(True)
     # what sticks out of the figure (a legend placed beside its axes, long tick labels) widens
     # the tight PNG: narrow the figure until the PNG fits, legends in one column if need be
+    # (no narrower than where constrained layout gives up: it warns that the axes collapsed)
+    good = None
     for attempt in range(4):
-        copy.draw_without_rendering()
+        if not _lays_out(copy):
+            if good is None:
+                return None
+            copy.set_size_inches(*good[0])
+            for legend, ncols in zip(legends, good[1]):
+                legend.set_ncols(ncols)
+            break
+        good = (tuple(copy.get_size_inches()), [legend._ncols for legend in legends])
         tight = copy.get_tightbbox().width
         if tight <= NARROW_WIDTH_IN + 0.05:
             break
         if attempt == 1:
             for legend in legends:
                 legend.set_ncols(1)
-        w, h = copy.get_size_inches()
-        copy.set_size_inches(max(w * NARROW_WIDTH_IN / tight, 1.5), h)
+        copy.set_size_inches(max(good[0][0] * NARROW_WIDTH_IN / tight, 1.5), good[0][1])
     return copy
+
+
+def _lays_out(fig) -> bool:
+    """Draw ``fig`` (no output); ``False`` where its layout engine collapsed the axes."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.draw_without_rendering()
+    return not any("collapsed" in str(w.message) for w in caught)
 
 
 def _png(fig) -> bytes:
@@ -156,10 +177,16 @@ def figure_html(fig) -> str:
     narrow = narrow_variant(fig)
     if narrow is not None:
         try:
-            png = _png(narrow) or b""
-            attrs["data-narrow-min-font-px"] = f"{_min_font_px(narrow):.2f}"
-            source = (f'<source media="{PHONE_MEDIA}" '
-                      f'srcset="data:image/png;base64,{base64.b64encode(png).decode()}">')
+            import warnings
+
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                png = _png(narrow) or b""
+            # (a variant whose axes collapsed when printed is left out: the page scales the figure)
+            if png and not any("collapsed" in str(w.message) for w in caught):
+                attrs["data-narrow-min-font-px"] = f"{_min_font_px(narrow):.2f}"
+                source = (f'<source media="{PHONE_MEDIA}" '
+                          f'srcset="data:image/png;base64,{base64.b64encode(png).decode()}">')
         finally:
             plt.close(narrow)
     data = " ".join(f'{k}="{v}"' for k, v in attrs.items())
