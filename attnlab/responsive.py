@@ -49,7 +49,7 @@ def narrow_variant(fig):
     The copy is :data:`NARROW_WIDTH_IN` wide; panels of a grid are stacked in one column in
     reading order (row by row), each keeping roughly its aspect ratio (one panel keeps its
     height); tick labels that a
-    shared axis hid are shown again, legends have at most two columns and titles wrap.
+    shared axis hid are shown again, titles and legend labels wrap.
 
     Parameters
     ----------
@@ -86,33 +86,77 @@ def narrow_variant(fig):
     else:
         # (as tall as drawn: its legends and titles keep their height when the axes narrow)
         copy.set_size_inches(NARROW_WIDTH_IN, max(height, _PANEL_HEIGHT[0]))
-    legends = copy.legends + [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None]
-    for legend in legends:
-        legend.set_ncols(min(legend._ncols, 2))
     for text in [copy._suptitle] + [ax.title for ax in copy.axes]:
-        if text is not None:
-            text.set_wrap(True)
+        if text is not None and text.get_text():
+            text.set_text(_wrap(text.get_text(), text.get_fontsize()))
+    # legend labels wrap too; a figure's legend is made anew in at most two columns
+    for legend in [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None]:
+        for text in legend.get_texts():
+            text.set_text(_wrap(text.get_text(), text.get_fontsize()))
+    for legend in list(copy.legends):
+        _narrow_figure_legend(copy, legend)
     # what sticks out of the figure (a legend placed beside its axes, long tick labels) widens
-    # the tight PNG: narrow the figure until the PNG fits, legends in one column if need be
+    # the tight PNG: narrow the figure until the PNG fits
     # (no narrower than where constrained layout gives up: it warns that the axes collapsed)
     good = None
     for attempt in range(4):
         if not _lays_out(copy):
             if good is None:
                 return None
-            copy.set_size_inches(*good[0])
-            for legend, ncols in zip(legends, good[1]):
-                legend.set_ncols(ncols)
+            copy.set_size_inches(*good)
             break
-        good = (tuple(copy.get_size_inches()), [legend._ncols for legend in legends])
+        good = tuple(copy.get_size_inches())
         tight = copy.get_tightbbox().width
         if tight <= NARROW_WIDTH_IN + 0.05:
             break
-        if attempt == 1:
-            for legend in legends:
-                legend.set_ncols(1)
-        copy.set_size_inches(max(good[0][0] * NARROW_WIDTH_IN / tight, 1.5), good[0][1])
+        copy.set_size_inches(max(good[0] * NARROW_WIDTH_IN / tight, 1.5), good[1])
     return copy
+
+
+def _narrow_figure_legend(fig, legend) -> None:
+    """Replace the figure legend ``legend`` by one in at most two columns (one for long
+    labels), labels wrapped,
+    at the same place (``Legend.set_ncols`` does not lay out a drawn legend again)."""
+    from matplotlib.legend import Legend
+
+    texts = legend.get_texts()
+    labels = [_wrap(t.get_text(), t.get_fontsize()) for t in texts]
+    outside = getattr(legend, "_outside_loc", None)
+    codes = {code: name for name, code in Legend.codes.items()}
+    loc = f"outside {outside} center" if outside in ("lower", "upper") else codes.get(legend._loc, "best")
+    fontsize = texts[0].get_fontsize() if texts else None
+    handles = legend.legend_handles
+    legend.remove()
+    # two columns of short labels fit side by side
+    ncols = min(legend._ncols, 2 if max(map(_shown_length, labels), default=0) <= 18 else 1)
+    fig.legend(handles, labels, loc=loc, ncols=ncols, fontsize=fontsize, frameon=legend.get_frame_on())
+
+
+def _wrap(text: str, fontsize: float) -> str:
+    """``text`` in lines that fit :data:`NARROW_WIDTH_IN` at ``fontsize`` points (0.6 em a
+    character), never breaking inside ``$...$`` math."""
+    import re
+
+    width = max(int(0.85 * NARROW_WIDTH_IN * 72 / (0.6 * fontsize)), 12)
+    lines = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for token in re.findall(r"\$[^$]*\$|[^\s$]+", paragraph):
+            shown = len(re.sub(r"\\[a-zA-Z]+|[{}$^_]", "x", token)) if token.startswith("$") else len(token)
+            if line and _shown_length(line) + 1 + shown > width:
+                lines.append(line)
+                line = token
+            else:
+                line = f"{line} {token}" if line else token
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _shown_length(line: str) -> int:
+    """Characters of ``line`` as drawn, a math command (``\\alpha``) counting as one."""
+    import re
+
+    return len(re.sub(r"\\[a-zA-Z]+", "x", line.replace("$", "")))
 
 
 def _lays_out(fig) -> bool:
