@@ -69,6 +69,10 @@ def narrow_variant(fig):
     if width <= NARROW_WIDTH_IN + 0.05:
         return None
     copy = pickle.loads(pickle.dumps(fig))
+    # axes legends drawn outside their axes (beside or below them) go below the figure
+    copy.draw_without_rendering()
+    outside = [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None
+               and not ax.get_window_extent().expanded(1.05, 1.05).contains(*ax.get_legend().get_window_extent().p0)]
     panels = _panels(copy)
     ncols = max((p[0].get_subplotspec().get_gridspec().get_geometry()[1] for p in panels), default=1)
     nrows = max((p[0].get_subplotspec().get_gridspec().get_geometry()[0] for p in panels), default=1)
@@ -89,11 +93,13 @@ def narrow_variant(fig):
     for text in [copy._suptitle] + [ax.title for ax in copy.axes]:
         if text is not None and text.get_text():
             text.set_text(_wrap(text.get_text(), text.get_fontsize()))
-    # legend labels wrap too; a figure's legend is made anew in at most two columns
+    # legend labels wrap too (inside an axes, to a little over half its width); a figure's
+    # legend is made anew in at most two columns
     for legend in [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None]:
-        for text in legend.get_texts():
-            text.set_text(_wrap(text.get_text(), text.get_fontsize()))
-    for legend in list(copy.legends):
+        if legend not in outside:
+            for text in legend.get_texts():
+                text.set_text(_wrap(text.get_text(), text.get_fontsize(), 0.6))
+    for legend in list(copy.legends) + outside:
         _narrow_figure_legend(copy, legend)
     # what sticks out of the figure (a legend placed beside its axes, long tick labels) widens
     # the tight PNG: narrow the figure until the PNG fits
@@ -114,14 +120,15 @@ def narrow_variant(fig):
 
 
 def _narrow_figure_legend(fig, legend) -> None:
-    """Replace the figure legend ``legend`` by one in at most two columns (one for long
-    labels), labels wrapped,
+    """Replace ``legend`` (a figure's, or an axes' drawn outside it) by a figure legend in at
+    most two columns (one for long labels), labels wrapped, where the figure had it (below the
+    figure for an axes' legend),
     at the same place (``Legend.set_ncols`` does not lay out a drawn legend again)."""
     from matplotlib.legend import Legend
 
     texts = legend.get_texts()
     labels = [_wrap(t.get_text(), t.get_fontsize()) for t in texts]
-    outside = getattr(legend, "_outside_loc", None)
+    outside = getattr(legend, "_outside_loc", None) if legend in fig.legends else "lower"
     codes = {code: name for name, code in Legend.codes.items()}
     loc = f"outside {outside} center" if outside in ("lower", "upper") else codes.get(legend._loc, "best")
     fontsize = texts[0].get_fontsize() if texts else None
@@ -132,12 +139,12 @@ def _narrow_figure_legend(fig, legend) -> None:
     fig.legend(handles, labels, loc=loc, ncols=ncols, fontsize=fontsize, frameon=legend.get_frame_on())
 
 
-def _wrap(text: str, fontsize: float) -> str:
-    """``text`` in lines that fit :data:`NARROW_WIDTH_IN` at ``fontsize`` points (0.6 em a
-    character), never breaking inside ``$...$`` math."""
+def _wrap(text: str, fontsize: float, fraction: float = 0.85) -> str:
+    """``text`` in lines that fit ``fraction`` of :data:`NARROW_WIDTH_IN` at ``fontsize``
+    points (0.6 em a character), never breaking inside ``$...$`` math."""
     import re
 
-    width = max(int(0.85 * NARROW_WIDTH_IN * 72 / (0.6 * fontsize)), 12)
+    width = max(int(fraction * NARROW_WIDTH_IN * 72 / (0.6 * fontsize)), 12)
     lines = []
     for paragraph in text.split("\n"):
         line = ""
@@ -160,12 +167,13 @@ def _shown_length(line: str) -> int:
 
 
 def _lays_out(fig) -> bool:
-    """Draw ``fig`` (no output); ``False`` where its layout engine collapsed the axes."""
+    """Print ``fig`` as :func:`figure_html` does (a PNG, discarded); ``False`` where its
+    layout engine collapsed the axes (it warns; a draw without printing may not)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fig.draw_without_rendering()
+        _png(fig)
     return not any("collapsed" in str(w.message) for w in caught)
 
 

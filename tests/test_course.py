@@ -324,7 +324,7 @@ def test_retarget_changes_every_url(tmp_path):
     pytest.importorskip("jupytext")
     import retarget
 
-    for name in ("_config.yml", "_toc.yml", "jupytext.toml"):
+    for name in ("_config.yml", "_toc.yml", "jupytext.toml", "pyproject.toml"):
         shutil.copy2(ROOT / name, tmp_path / name)
     (tmp_path / "book" / "md").mkdir(parents=True)
     (tmp_path / "tests").mkdir()
