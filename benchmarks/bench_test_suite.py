@@ -38,6 +38,8 @@ def main(argv: list[str]) -> int:
     before = machine.cpu_times()
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    log = Path(os.environ.get("ATTNLAB_SUITE_LOG", "") or "/dev/null")
+    log.write_text(proc.stdout + proc.stderr)
     wall = time.perf_counter() - start
     closing = [line for line in proc.stdout.splitlines() if " passed" in line or " failed" in line][-1:]
     print(f"{' '.join(command)}: exit {proc.returncode}, {wall:.0f} s ({wall / 60:.1f} min)")
