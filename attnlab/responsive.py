@@ -90,9 +90,15 @@ def narrow_variant(fig):
     else:
         # (as tall as drawn: its legends and titles keep their height when the axes narrow)
         copy.set_size_inches(NARROW_WIDTH_IN, max(height, _PANEL_HEIGHT[0]))
-    for text in [copy._suptitle] + [ax.title for ax in copy.axes]:
+    # titles wrap: the figure's to its width, an axes' to a little over half of it (a colour
+    # bar beside the axes takes the rest)
+    for text, fraction in [(copy._suptitle, 0.85)] + [(ax.title, 0.6) for ax in copy.axes]:
         if text is not None and text.get_text():
-            text.set_text(_wrap(text.get_text(), text.get_fontsize()))
+            text.set_text(_wrap(text.get_text(), text.get_fontsize(), fraction))
+    # the tick labels of a horizontal colour bar slant, so that they do not overlap
+    for ax in copy.axes:
+        if ax.get_subplotspec() is None and ax.get_position().width > ax.get_position().height:
+            ax.tick_params(axis="x", labelrotation=40)
     # legend labels wrap too (inside an axes, to a little over half its width); a figure's
     # legend is made anew in at most two columns
     for legend in [ax.get_legend() for ax in copy.axes if ax.get_legend() is not None]:
