@@ -373,17 +373,8 @@ def se_explorer(omega: float = 0.3, sigma: float = 0.5, lam: float = 0.01, alpha
 def overlaps_figure(state: SEExplorerState, params: ModelParams, alpha: float):
     """Three panels: the overlaps ``m``, ``theta`` and ``|Q|^2/d`` of both branches.
 
-    Parameters
-    ----------
-    state : SEExplorerState
-        Output of :func:`solve_both_branches`.
-    params : ModelParams
-    alpha : float
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        A branch without a fixed point has no bar; the title names it.
+    Parameters as :func:`se_explorer_figure`. Returns a ``matplotlib.figure.Figure``; a branch
+    without a fixed point has no bar, and the title names it.
     """
     ok = {b: r for b, r in state.results.items() if r is not None and np.isfinite(r.qnorm)}
     fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.8), constrained_layout=True)

@@ -49,23 +49,39 @@ for (const m of doc.all_models) {
 return out.join("|");"""
 
 
+# first cell of each executed copy: where the kernel's attnlab comes from
+WHERE = "import attnlab\nprint('attnlab from', attnlab.__file__)"
+
+
 @pytest.fixture(scope="module")
 def executed_pages(installed_attnlab, tmp_path_factory) -> Path:
+    import nbformat
+
     out = tmp_path_factory.mktemp("frontend")
     for name in CHAPTERS:
-        shutil.copy(ROOT / "book" / f"{name}.ipynb", out / f"{name}.ipynb")
+        nb = nbformat.read(ROOT / "book" / f"{name}.ipynb", as_version=4)
+        nb.cells.insert(0, nbformat.v4.new_code_cell(WHERE))
+        nbformat.write(nb, out / f"{name}.ipynb")
+    # a kernel that runs the venv's interpreter (the default "python3" spec may name the
+    # `python` on PATH, whose attnlab is the repository's)
+    spec = out / "jupyter" / "kernels" / "attnlab-wheel"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(installed_attnlab.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "attnlab from its wheel", "language": "python"}))
     env = {k: v for k, v in installed_attnlab.env.items() if k != "ATTNLAB_EXPLORER_BOKEHJS"}
+    env["JUPYTER_PATH"] = str(out / "jupyter")
     subprocess.run([str(installed_attnlab.python), "-m", "jupyter", "nbconvert", "--to", "html", "--execute",
-                    "--ExecutePreprocessor.timeout=600", *NO_CDN, *(f"{n}.ipynb" for n in CHAPTERS)],
-                   cwd=out, env=env, capture_output=True, text=True, check=True)
+                    "--ExecutePreprocessor.kernel_name=attnlab-wheel", "--ExecutePreprocessor.timeout=600", *NO_CDN,
+                    *(f"{n}.ipynb" for n in CHAPTERS)], cwd=out, env=env, capture_output=True, text=True, check=True)
     return out
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
-def test_explorers_draw_and_redraw_in_a_notebook_front_end(executed_pages, driver, chapter):
+def test_explorers_draw_and_redraw_in_a_notebook_front_end(executed_pages, installed_attnlab, driver, chapter):
     page = executed_pages / f"{chapter}.html"
     html = page.read_text()
-    assert "attnlab" in html and "Bokeh" in html
+    assert f"attnlab from {installed_attnlab.venv}" in html, "the chapter did not run the installed wheel"
     driver.get_log("browser")  # drop earlier pages' entries
     driver.get(page.as_uri())
     roots = CHAPTERS[chapter]
