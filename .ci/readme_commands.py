@@ -1,4 +1,4 @@
-"""Print the commands of the README's Quick start, one a line: what `.ci/run` runs.
+"""Print the commands of the README's Quick start, one a line: `.ci/run` checks its own against them.
 
 The block is the first fenced ``bash`` block after the line
 ``<!-- .ci/run: the commands of the next block, in order -->``; blank lines and ``#``

@@ -111,7 +111,7 @@ def narrow_variant(fig):
     # the tight PNG: narrow the figure until the PNG fits
     # (no narrower than where constrained layout gives up: it warns that the axes collapsed)
     good = None
-    for attempt in range(4):
+    for _ in range(4):
         if not _lays_out(copy):
             if good is None:
                 return None
