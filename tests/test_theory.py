@@ -677,24 +677,28 @@ def test_qmc_points_from_the_disk_cache_are_the_generated_points(tmp_path, monke
     direct = _sobol_gaussians(8, 2, 7, 6, "")
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "cache"))
     first = gaussian_points.__wrapped__(rule)
-    assert any((tmp_path / "cache").rglob("*.pkl"))
+    assert len(list((tmp_path / "cache").rglob("*.npy"))) == 1 and not any((tmp_path / "cache").rglob("*.pkl"))
     again = gaussian_points.__wrapped__(rule)
     assert np.array_equal(first, direct) and np.array_equal(again, direct) and not again.flags.writeable
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", "")
     assert points_cache_dir() is None
     assert np.array_equal(gaussian_points.__wrapped__(QMCRule(log2_points=6, scrambles=1, seed=9)),
                           _sobol_gaussians(6, 1, 9, 6, ""))
-    # a cache that cannot be used (a file where the folder should be; joblib failing) is skipped
+    # a cache that cannot be used (a file where the folder should be; writes failing) is skipped
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "file"))
     assert points_cache_dir() is None
-    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "cache"))
-    import joblib
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "other"))
+    import attnlab.safe_cache as safe_cache
 
     def broken(*args, **kwargs):
         raise PermissionError("read-only cache")
 
-    monkeypatch.setattr(joblib, "Memory", broken)
+    monkeypatch.setattr(safe_cache.tempfile, "mkstemp", broken)
+    with pytest.warns(safe_cache.CacheWarning, match="could not write"):
+        assert np.array_equal(gaussian_points.__wrapped__(rule), direct)
+    monkeypatch.undo()
+    monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path / "cache"))
     assert np.array_equal(gaussian_points.__wrapped__(rule), direct)
 
 
@@ -821,7 +825,7 @@ def test_lane_helper_writes_the_default_point_sets_first(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                          check=True, cwd=tmp_path)
     assert out.stdout.split() == ["False", "True"], out.stdout
-    assert len(list((tmp_path / "points").rglob("output.pkl"))) == 3
+    assert len(list((tmp_path / "points").rglob("*.npy"))) == 3
 
 
 def test_no_point_sets_are_made_for_a_cache_that_is_not_there(monkeypatch, tmp_path):
@@ -1013,28 +1017,22 @@ def test_points_read_in_two_threads_at_once_leave_the_warning_filters_alone(tmp_
     import time
     import warnings
 
-    import joblib
-
+    from attnlab.theory import quadrature
     from attnlab.theory.quadrature import QMCRule, _sobol_gaussians, gaussian_points
     monkeypatch.setenv("ATTNLAB_CACHE_DIR", str(tmp_path))
     inside, first_inside = threading.Barrier(2), threading.Event()
+    generate = quadrature._sobol_gaussians
 
-    class Memory:  # joblib.Memory whose cached call waits for the other thread, if it can come in
-        def __init__(self, *args, **kwargs):
-            pass
+    def call(*args):  # the generation of a missing entry waits for the other thread, if it can come in
+        second = first_inside.is_set()
+        first_inside.set()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            inside.wait(timeout=1.0)
+        if second:  # the second one in leaves last
+            time.sleep(0.2)
+        return generate(*args)
 
-        def cache(self, function):
-            def call(*args):
-                second = first_inside.is_set()
-                first_inside.set()
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    inside.wait(timeout=1.0)
-                if second:  # the second one in leaves last
-                    time.sleep(0.2)
-                return function(*args)
-            return call
-
-    monkeypatch.setattr(joblib, "Memory", Memory)
+    monkeypatch.setattr(quadrature, "_sobol_gaussians", call)
     rule = QMCRule(log2_points=6, scrambles=1, seed=3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -15,11 +15,18 @@ Modules, each importing only those above it:
 * :mod:`.cli`: the ``theory``, ``transition`` and ``phase-diagram`` commands.
 """
 from ..params import BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS
-from .branches import OffBranchWarning, solve_state_evolution
-from .equations import Hats, Overlaps
-from .quadrature import Quadrature, SplitRule
-from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError
-from .thresholds import Transition, find_transition, linear_baseline_error, phase_diagram, se_curve
+from .numba_cache import guard_loads, secure_cache_folder
+
+secure_cache_folder()  # before any kernel is defined: numba picks its cache folder then
+
+from .branches import OffBranchWarning, solve_state_evolution  # noqa: E402
+from .equations import Hats, Overlaps  # noqa: E402
+from .quadrature import Quadrature, SplitRule  # noqa: E402
+from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError  # noqa: E402
+from .thresholds import Transition, find_transition, linear_baseline_error, phase_diagram, se_curve  # noqa: E402
+from .warmup import _dispatchers  # noqa: E402
+
+guard_loads(_dispatchers())  # a damaged cache entry: compiled again, one warning (not a traceback per solve)
 
 __all__ = ["Hats", "Overlaps", "Quadrature", "SplitRule", "BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER",
            "ConvergenceWarning", "OffBranchWarning", "QuadratureWarning", "SEResult", "StateEvolutionError",

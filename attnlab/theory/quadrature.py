@@ -35,6 +35,8 @@ Source of the equations: Cui et al. 2024 (arXiv:2402.03902), Result 4.2.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import threading
 from dataclasses import dataclass, field, replace
@@ -47,8 +49,8 @@ from numpy.polynomial.hermite_e import hermegauss
 from ..params import check_choice, check_int, check_positive
 
 __all__ = ["gauss_hermite", "gauss_legendre", "tensor_rule", "folded", "gaussian_panels", "gaussian_points",
-           "points_cache_dir", "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule", "QMCRule", "Quadrature",
-           "METHODS"]
+           "points_cache_dir", "POINTS_SUBFOLDER", "Symmetry", "symmetry_of", "rotate", "eta_rule", "SplitRule",
+           "QMCRule", "Quadrature", "METHODS"]
 
 #: Ways of computing the channel expectations with the global minimiser (:class:`Quadrature`).
 METHODS = ("split", "gauss-hermite")
@@ -368,16 +370,29 @@ class QMCRule:
 def points_cache_dir() -> Path | None:
     """Where :func:`gaussian_points` keeps its point sets between sessions: ``$ATTNLAB_CACHE_DIR``,
     else ``$XDG_CACHE_HOME/attnlab``, else ``~/.cache/attnlab``; ``None`` (no disk cache) if
-    ``ATTNLAB_CACHE_DIR`` is set to the empty string or the folder cannot be created."""
+    ``ATTNLAB_CACHE_DIR`` is set to the empty string or the folder neither exists nor can be
+    created. A folder this user cannot write (one an administrator prepared with
+    ``attnlab warm-up``) is read, never written; one that other users can write is ignored
+    (:func:`attnlab.safe_cache.trusted`). The entries are in its sub-folder
+    :data:`POINTS_SUBFOLDER`; anything else there (e.g. the pickles of attnlab before 0.9
+    in ``joblib/``) is never read."""
     env = os.environ.get("ATTNLAB_CACHE_DIR")
     if env == "":
         return None
     try:
         folder = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnlab"
-        folder.mkdir(parents=True, exist_ok=True)
-    except (OSError, RuntimeError):  # (RuntimeError: no home directory)
+    except RuntimeError:  # no home directory
         return None
-    return folder if os.access(folder, os.W_OK) else None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # (a read-only file system: a folder prepared there is still read)
+        pass
+    return folder if folder.is_dir() else None
+
+
+#: Sub-folder of :func:`points_cache_dir` holding the point sets as ``.npy`` arrays with their
+#: manifests (:mod:`attnlab.safe_cache`).
+POINTS_SUBFOLDER = "points-npy-v1"
 
 
 def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, versions: str) -> np.ndarray:
@@ -394,7 +409,7 @@ def _sobol_gaussians(log2_points: int, scrambles: int, seed: int, dim: int, vers
 
 #: One thread at a time reads or writes the point sets' disk cache (the branches of
 #: :func:`~attnlab.theory.thresholds.find_transition` are solved in two threads and ask for
-#: the same points at once): each set is made once, and joblib writes no entry twice at once.
+#: the same points at once): each set is made once, and no entry is written twice at once.
 _points_lock = threading.Lock()
 
 
@@ -416,24 +431,34 @@ def gaussian_points(rule: QMCRule, dim: int = 6) -> np.ndarray:
     inverse normal CDF. Rows ``0..3`` are ``xi_1, xi_2, eta_1, eta_2``; rows 4 and 5
     are ``nu_1, nu_2`` of the positional branch's initial fields.
 
-    Kept on disk (``joblib.Memory`` in :func:`points_cache_dir`, keyed by the rule, ``dim``
-    and the numpy and scipy versions): a new session reads them instead of importing
-    ``scipy.stats`` (0.8-1.2 s on two cores) and generating them. If the cache cannot be read
-    or written (permissions, a full disk), the points are generated; joblib may warn about an
-    entry it could not store (``CacheWarning``) and logs one it could not load. The process's
-    warning filters are left alone (they are shared by all threads: a
-    ``warnings.catch_warnings`` here, in two threads at once, left them ignoring every
-    warning, e.g. the CLI's and ``ConvergenceWarning``).
+    Kept on disk as plain ``.npy`` arrays (:mod:`attnlab.safe_cache`: never a pickle, a
+    SHA-256, shape and dtype check on load, folders writable by other users ignored) in
+    :data:`POINTS_SUBFOLDER` of :func:`points_cache_dir`, keyed by the rule, ``dim`` and the
+    numpy and scipy versions: a new session reads them instead of importing ``scipy.stats``
+    (0.8-1.2 s on two cores) and generating them. An entry that fails a check is generated
+    again (one :class:`~attnlab.safe_cache.CacheWarning`); where the cache cannot be written
+    (permissions, a full disk) the points are generated (one warning for a failed write).
+    The process's warning filters are left alone (they are shared by all threads).
     """
-    import joblib
     import scipy
 
-    args = (rule.log2_points, rule.scrambles, rule.seed, dim, f"numpy {np.__version__}, scipy {scipy.__version__}")
+    from ..safe_cache import load_array, save_array
+
+    versions = f"numpy {np.__version__}, scipy {scipy.__version__}"
+    args = (rule.log2_points, rule.scrambles, rule.seed, dim, versions)
+    tag = hashlib.sha256(versions.encode()).hexdigest()[:12]
+    name = f"sobol-{rule.log2_points}-{rule.scrambles}-{rule.seed}-{dim}-{tag}"
+    root = points_cache_dir()
+    folder = None if root is None else root / POINTS_SUBFOLDER
     with _points_lock:
-        try:
-            pts = joblib.Memory(points_cache_dir(), verbose=0).cache(_sobol_gaussians)(*args)
-        except Exception:  # noqa: BLE001 -- a cache is an optimisation: any failure of it falls back
+        pts = load_array(folder, name, shape=(dim, rule.scrambles * 2 ** rule.log2_points))
+        if pts is None:
             pts = _sobol_gaussians(*args)
+            if folder is not None:
+                with contextlib.suppress(OSError):
+                    folder.mkdir(exist_ok=True)
+                if folder.is_dir():
+                    save_array(folder, name, pts)
     pts = np.ascontiguousarray(pts)
     pts.setflags(write=False)
     return pts

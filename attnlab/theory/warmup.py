@@ -14,10 +14,11 @@ measured on two of the project's machines (``benchmarks/bench_warm_up.py``).
 Numba keys its cache on the contents of the source files and on the CPU model: a process
 on a machine with another CPU model, or after attnlab's sources changed, compiles again, as
 without a warm-up. Results are the same either way (the same source, signatures and
-flags). Numba only uses a cache folder it can write, and the point sets' folder must be
-writable too (:func:`~attnlab.theory.quadrature.points_cache_dir`): where the sessions run
-as another user than the build, point ``NUMBA_CACHE_DIR`` and ``ATTNLAB_CACHE_DIR`` at one
-folder for both and make it writable by the sessions' user (README, "Teaching the module").
+flags). The point sets are plain arrays (:mod:`attnlab.safe_cache`): an administrator may
+prepare them in a folder the sessions read but cannot write (``ATTNLAB_CACHE_DIR``). Numba's
+cache holds pickles and numba only uses a folder it can write, so it is never shared between
+users (:mod:`attnlab.theory.numba_cache`): each user warms their own (README, "Teaching the
+module").
 """
 from __future__ import annotations
 
