@@ -208,8 +208,10 @@ def test_cli_list_gives_the_size_of_a_theory_only_grid(tmp_path, capsys):
     listed = json.loads(capsys.readouterr().out)
     assert listed["explorer-grid"] == f"{description} [{points} grid points ({axes}); --quick 6; cached]"
     tasks = theory_specs("explorer-grid")
-    (tmp_path / "explorer-grid-theory.csv").write_text(  # two tasks' rows, one of them twice (two alphas)
-        "run_id,kind\n" + "".join(f"{spec_key(t)},{t['kind']}\n" for t in (tasks[0], tasks[0], tasks[-1])))
+    shipped = (Path(__file__).resolve().parents[1] / "results" / "explorer-grid-theory.csv").read_text().splitlines()
+    keep = {spec_key(tasks[0]), spec_key(tasks[-1])}  # two tasks' rows (a curve of many alphas, a threshold)
+    (tmp_path / "explorer-grid-theory.csv").write_text(
+        "\n".join([shipped[0]] + [line for line in shipped[1:] if line.split(",")[0] in keep]) + "\n")
     assert cli.main(["reproduce", "--list", "--json", "--out", str(tmp_path)]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["explorer-grid"].endswith(f"; 2 of {len(tasks)} SE tasks cached]")
@@ -222,7 +224,8 @@ def test_cli_list_gives_the_size_of_a_theory_only_grid(tmp_path, capsys):
 def test_cli_list_counts_a_partial_cache(tmp_path, capsys):
     """--list says how many of a figure's runs a cached table holds, not only that the file exists."""
     specs = figure_specs("finite-size")
-    rows = [dict(run_id=spec_key(s), **s) for s in specs[:3]] + [dict(run_id="not-in-the-grid", **specs[0])]
+    other = dict(specs[0], d=specs[0]["d"] + 1)  # a run that is not in the grid
+    rows = [dict(run_id=spec_key(s), **s, m=0.1, theta=0.2, converged=True) for s in (*specs[:3], other)]
     cols = list(rows[0])
     (tmp_path / "finite-size.csv").write_text(
         "\n".join([",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in rows]) + "\n")
@@ -336,7 +339,7 @@ def test_damaged_csv_is_an_error_naming_file_and_line(tmp_path, capsys, how):
 
 def test_strict_reading_keeps_valid_files(tmp_path):
     path = tmp_path / "ok.csv"
-    path.write_text("\ufeffrun_id,kind,x,flag,note\n0123456789012345,a,1,True,\n1e34567890abcdef,b,,False,x 1\n")
+    path.write_text("\ufeffrun_id,label,x,flag,note\n0123456789012345,a,1,True,\n1e34567890abcdef,b,,False,x 1\n")
     cols = read_columns(path)  # byte-order mark; all-digit run_id stays text; empty number is NaN
     assert cols["run_id"].tolist() == ["0123456789012345", "1e34567890abcdef"]
     assert cols["flag"].dtype == bool and np.isnan(cols["x"][1]) and cols["note"].tolist() == ["", "x 1"]

@@ -51,6 +51,7 @@ from filelock import FileLock
 from filelock import Timeout as LockTimeout
 
 from .runners import COLUMN_KINDS, plain
+from .schema import check_table
 
 __all__ = ["RESULTS_DIR", "SOURCE_ROOT", "cached_path", "book_data_path", "CorruptResultsError", "SweepError",
            "read_columns", "read_rows", "write_csv_atomic", "write_json_atomic", "provenance_path", "read_provenance",
@@ -260,6 +261,7 @@ def _read_table(path: Path, key: str | None) -> _Table:
                 raise CorruptResultsError(path, line, f"column {name!r} holds True/False, not {v!r}; {_FIX}")
             if kind == "number" and _NUMBER.fullmatch(v) is None:
                 raise CorruptResultsError(path, line, f"column {name!r} holds numbers, not {v!r}; {_FIX}")
+    check_table(path, header, rows, lines)  # the table's declared schema (experiments.schema)
     return _Table(header, rows, lines, kinds)
 
 
@@ -297,8 +299,8 @@ def _column_array(values: list[str], kind: str) -> np.ndarray:
         if values and "" not in values:
             return np.array([v == "True" for v in values])
         return np.array(values, dtype=str)  # missing values: "True", "False" or ""
-    if values and all(_INT.fullmatch(v) for v in values):
-        return np.array([int(v) for v in values], dtype=np.int64)
+    if values and all(_INT.fullmatch(v) and len(v.lstrip("+-")) <= 18 for v in values):
+        return np.array([int(v) for v in values], dtype=np.int64)  # (a longer integer: float64, not OverflowError)
     return np.array([float(v) if v != "" else math.nan for v in values], dtype=float)
 
 
