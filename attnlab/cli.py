@@ -317,9 +317,14 @@ def _cmd_reproduce(args) -> dict:
     overrides = dict(alpha=_parse_list("--alphas", args.alphas, float), seed=_parse_list("--seeds", args.seeds, int),
                      d=_parse_list("--ds", args.ds, int), omega=_parse_list("--omegas", args.omegas, float))
     workers = check_int("workers", args.workers, 1)
-    check_output("--out", RESULTS_DIR if args.out is None else args.out, folder=True)
+    import os
+    option = "--out" if args.out is not None else ("$ATTNLAB_RESULTS" if os.environ.get("ATTNLAB_RESULTS")
+                                                    else "the results folder")
+    check_output(option, RESULTS_DIR if args.out is None else args.out, folder=True)
     if args.dask is not None and args.dask != "local" and "://" not in args.dask:
         raise ValueError(f"--dask must be 'local' or a scheduler address such as tcp://host:8786, got {args.dask!r}")
+    if not (math.isfinite(args.dask_timeout) and 0 < args.dask_timeout <= 3600):
+        raise ValueError(f"--dask-timeout must be a number of seconds in (0, 3600], got {args.dask_timeout:g}")
     if args.theory_only and args.no_theory:
         raise ValueError("--theory-only and --no-theory exclude each other")
     run = dict(workers=workers, out=args.out, quick=args.quick, theory=not args.no_theory, plot=not args.no_plot,
@@ -338,9 +343,36 @@ def _cmd_reproduce(args) -> dict:
     with contextlib.ExitStack() as stack:  # (SIGTERM unwinds like Ctrl-C, see main: the cluster is closed)
         cluster = (stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                     dashboard_address=None)) if args.dask == "local" else args.dask)
-        client = stack.enter_context(Client(cluster))
+        client = stack.enter_context(_dask_client(Client, cluster, args.dask_timeout))
         client.run(limit_threads)
         return reproduce(args.figure, backend="dask", **run)
+
+
+def _dask_client(Client, address, timeout: float):
+    """A ``distributed.Client`` of ``address`` (a scheduler address or a cluster), or ``OSError`` after
+    ``timeout`` seconds: a closed port fails after ``timeout``, an endpoint that accepts the connection
+    but does not speak Dask (where the client's own timeout does not apply) too."""
+    import threading
+
+    import dask
+
+    made: dict = {}
+
+    def connect():
+        try:
+            with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
+                made["client"] = Client(address, timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            made["error"] = exc
+
+    thread = threading.Thread(target=connect, name="attnlab-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)
+    if "client" in made:
+        return made["client"]
+    why = "no answer" if thread.is_alive() else f"{type(made['error']).__name__}: {made['error']}"
+    raise OSError(f"--dask: could not connect to the Dask scheduler at {address} within {timeout:g} s ({why}); "
+                  "check the address, or give more time with --dask-timeout")
 
 
 def _add_reproduce(sub) -> None:
@@ -367,6 +399,8 @@ def _add_reproduce(sub) -> None:
     p.add_argument("--dask", default=None, metavar="ADDRESS",
                    help="run on a Dask cluster: scheduler address (tcp://host:8786) or 'local' "
                         "(a LocalCluster of --workers processes)")
+    p.add_argument("--dask-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="give up connecting to the Dask scheduler after this many seconds (default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_reproduce)
@@ -435,8 +469,40 @@ def _json_safe(value):
     return value
 
 
+#: Seconds an interrupted command has to unwind (sweeps save their rows and provenance, each
+#: file written atomically) before the process is ended (:func:`_interrupted`).
+INTERRUPT_GRACE = 2.0
+_watchdog_started: list = []
+_as_program: list = []  # non-empty in the ``attnlab`` program (run())
+
+
+def _end_after_grace(name: str) -> None:
+    """End the process :data:`INTERRUPT_GRACE` s after an interrupt it has not finished unwinding:
+    numba compiling a kernel (seconds, in C) delays the KeyboardInterrupt, or swallows it in a
+    finaliser. Compile helpers are stopped first; no file is left half written (every write is
+    a temporary file and ``os.replace``), a sweep's session is marked interrupted by the next one."""
+    import os
+    import time
+
+    time.sleep(INTERRUPT_GRACE)
+    precompile = sys.modules.get("attnlab.theory.precompile")
+    for helper in list(getattr(precompile, "_helpers", {}).values()):
+        with contextlib.suppress(Exception):
+            helper is not None and helper.kill()
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"attnlab: error: interrupted by {name}\n")
+        sys.stderr.flush()
+    os._exit(1)
+
+
 def _interrupted(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    name = signal.Signals(signum).name
+    if _as_program and not _watchdog_started:  # (not where main() is called inside another program)
+        import threading
+
+        _watchdog_started.append(True)
+        threading.Thread(target=_end_after_grace, args=(name,), name="attnlab-interrupt-grace", daemon=True).start()
+    raise KeyboardInterrupt(name)
 
 
 #: Interrupts (SIGINT, SIGTERM) that Python swallowed during a command: raised inside a
@@ -472,6 +538,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # SIGTERM (a killed job) unwinds like Ctrl-C: sweeps cancel pending runs and leave consistent files
     previous = signal.signal(signal.SIGTERM, _interrupted)
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:  # Ctrl-C: the same, with the grace period of _interrupted
+        signal.signal(signal.SIGINT, _interrupted)
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     _swallowed.clear()
     try:
@@ -481,6 +550,8 @@ def main(argv=None) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)
         sys.unraisablehook = previous_hook
 
 
@@ -537,12 +608,20 @@ def _main(argv) -> int:
         finally:
             _print_warnings(caught)
     try:
+        if sys.stdout is None:  # (started with its standard output closed: `attnlab ... >&-`)
+            raise OSError("it is closed")
         if getattr(args, "json", False):
             print(json.dumps(_json_safe(result), allow_nan=False))
         else:
             _print_summary(result)
+        sys.stdout.flush()
     except BrokenPipeError:  # the reader went away (`| head -c 1`, unbuffered output): it has what it took
         _stdout_to_devnull()
+    except (OSError, ValueError) as exc:  # a full disk or /dev/full, a closed stream
+        _stdout_to_devnull()
+        print(f"attnlab: error: could not write the result to the standard output "
+              f"({getattr(exc, 'strerror', None) or exc})", file=sys.stderr)
+        return 1
     not_converged = isinstance(result, dict) and result.get("converged") is False
     return 3 if not_converged and getattr(args, "strict", True) else 0
 
@@ -552,7 +631,7 @@ def _stdout_to_devnull() -> None:
     come (the exit's) find nowhere to fail."""
     import os
 
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # (AttributeError: no sys.stdout at all)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
@@ -574,17 +653,19 @@ def run() -> None:
     import atexit
     import os
 
+    _as_program.append(True)
     code = main()
     if len(sys.argv) > 1 and sys.argv[1] in REPORT_ONLY:
         atexit._run_exitfuncs()  # (the handlers the ordinary exit would run, e.g. thread pools' joins)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except (OSError, ValueError):  # a closed pipe (e.g. `| head`): what it took is all it gets
+            except (OSError, ValueError, AttributeError):  # a closed pipe (`| head`): what it took is all it gets
                 pass
         os._exit(code)
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # (None: started with the standard output closed, reported by main)
+            sys.stdout.flush()
     except BrokenPipeError:  # a closed pipe (e.g. `| head`): not an error of this program
         _stdout_to_devnull()
     sys.exit(code)

@@ -25,11 +25,26 @@ from typing import Callable, Iterable, Iterator
 
 from .params import check_int
 
-__all__ = ["THREAD_VARIABLES", "check_backend", "limit_threads", "limited_threads", "parallel_imap"]
+__all__ = ["THREAD_VARIABLES", "check_numba_threads", "check_backend", "limit_threads", "limited_threads", "parallel_imap"]
 
 #: Environment variables that BLAS, OpenMP (torch), numba and numexpr read when they are loaded.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def check_numba_threads() -> None:
+    """``ValueError`` naming ``NUMBA_NUM_THREADS`` where it is set but not an integer >= 1 (numba's
+    import fails on it with "Number of threads specified must be > 0", which names no variable).
+    Called before numba is imported (:mod:`attnlab.theory`)."""
+    value = os.environ.get("NUMBA_NUM_THREADS")
+    if value is None or value.strip() == "":
+        return
+    try:
+        ok = int(value) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"NUMBA_NUM_THREADS must be an integer >= 1 (unset: every core), got {value!r}")
 
 
 def _set_library_threads(n: int) -> tuple:

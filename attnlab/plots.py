@@ -8,6 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .experiments.store import save_figure_atomic
 from .extrapolation import gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
@@ -77,7 +78,7 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
     if path:
-        ax.figure.savefig(path, dpi=150)
+        save_figure_atomic(ax.figure, path, dpi=150)
     return ax
 
 
@@ -647,7 +648,7 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
     ax.set_title("where the training losses of the two minima cross", fontsize=10)
     ax.legend(fontsize=7.5)
     if path is not None:
-        fig.savefig(path, dpi=110)
+        save_figure_atomic(fig, path, dpi=110)
         plt.close(fig)
     return fig
 
@@ -690,7 +691,7 @@ def _wrap_clauses(text: str, width: int = 110) -> str:
 
 def _save(fig, path, dpi=110):
     if path is not None:
-        fig.savefig(path, dpi=dpi)
+        save_figure_atomic(fig, path, dpi=dpi)  # (an interrupt never leaves a truncated image)
         plt.close(fig)
     return fig
 

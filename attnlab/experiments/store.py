@@ -54,8 +54,8 @@ from .runners import COLUMN_KINDS, plain
 from .schema import check_table
 
 __all__ = ["RESULTS_DIR", "SOURCE_ROOT", "cached_path", "book_data_path", "CorruptResultsError", "SweepError",
-           "read_columns", "read_rows", "write_csv_atomic", "write_json_atomic", "provenance_path", "read_provenance",
-           "lock_path", "sweep_lock"]
+           "read_columns", "read_rows", "write_csv_atomic", "write_json_atomic", "save_figure_atomic", "provenance_path",
+           "read_provenance", "lock_path", "sweep_lock"]
 
 
 
@@ -128,22 +128,24 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def _atomic_write_text(path: Path, write: Callable) -> None:
+def _atomic_write_text(path: Path, write: Callable, binary: bool = False) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.chmod(tmp, _file_mode())  # mkstemp creates 0600; give the file the usual permissions
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", newline="", encoding="utf-8")) as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and str(path) not in str(exc):  # e.g. a full disk: name the file
+            raise type(exc)(exc.errno, f"could not write {path}: {exc.strerror or exc}") from None
         raise
 
 
@@ -162,6 +164,18 @@ def write_csv_atomic(path, rows: Sequence[Mapping], columns: Sequence[str] | Non
             w.writerow([_fmt(r.get(c)) for c in columns])
 
     _atomic_write_text(Path(path), write)
+
+
+def save_figure_atomic(fig, path, **savefig_kwargs) -> None:
+    """``fig.savefig(path, ...)`` through a temporary file and ``os.replace``: an interrupt (Ctrl-C,
+    SIGTERM) or a full disk while the figure is drawn leaves the previous file as it was (never a
+    truncated image), and no temporary file. The format is the suffix of ``path`` (else PNG); a
+    ``path`` that is not a file name (a file object) is passed to ``savefig`` as it is."""
+    if not isinstance(path, (str, os.PathLike)):
+        fig.savefig(path, **savefig_kwargs)
+        return
+    fmt = savefig_kwargs.pop("format", None) or (Path(path).suffix.lstrip(".").lower() or "png")
+    _atomic_write_text(Path(path), lambda fh: fig.savefig(fh, format=fmt, **savefig_kwargs), binary=True)
 
 
 def write_json_atomic(path, obj) -> None:
@@ -212,9 +226,28 @@ def _column_kind(name: str, values: list) -> str:
     return "text"
 
 
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file (a FIFO would block the read forever,
+    a device could be endless): else :class:`CorruptResultsError`."""
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # (opening a FIFO does not wait)
+    except IsADirectoryError:
+        raise CorruptResultsError(path, None, "a folder, not a file; move it away") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+            raise CorruptResultsError(path, None, f"{what}, not a regular file; move it away")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def _read_table(path: Path, key: str | None) -> _Table:
     """Parse a CSV strictly (see :func:`read_columns`); raises :class:`CorruptResultsError`."""
-    data = path.read_bytes()
+    data = _read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -361,13 +394,14 @@ def read_provenance(csv_path) -> dict | None:
     Raises
     ------
     CorruptResultsError
-        (a ``ValueError``) If the sidecar is not UTF-8 JSON holding an object; the
-        message names the file and the line.
+        (a ``ValueError``) If the sidecar is not a regular file of UTF-8 JSON holding an
+        object whose ``sessions`` (if any) is a list of objects; the message names the
+        file and the line.
     """
     p = provenance_path(csv_path)
     if not p.exists():
         return None
-    data = p.read_bytes()
+    data = _read_bytes(p)
     try:
         prov = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -378,6 +412,10 @@ def read_provenance(csv_path) -> dict | None:
                                   "provenance file; fix it or move it away") from None
     if not isinstance(prov, dict):
         raise CorruptResultsError(p, None, "not a provenance record (a JSON object); fix it or move it away")
+    sessions = prov.get("sessions", [])
+    if not isinstance(sessions, list) or not all(isinstance(x, dict) for x in sessions):
+        raise CorruptResultsError(p, None, "'sessions' is not a list of JSON objects: a damaged provenance file; "
+                                  "fix it or move it away")
     return prov
 
 

@@ -292,6 +292,8 @@ def _run_pending(sweeps, todo, workers, backend, progress, command, t0):
             status = "failed"
         for i, sw in enumerate(sweeps):
             st = status if (status != "failed" or any(f[0] is sw for f in failures)) else "complete"
+            if st == "interrupted" and completed[i] == n_pending[i]:
+                st = "complete"  # every run of this table had finished before the interrupt
             _update_session(sw, sessions[i], completed[i], st, t0)
     seconds = time.perf_counter() - t0
     reports = [SweepReport(path=str(sw.path), provenance=str(provenance_path(sw.path)), total=len(sw.specs),

@@ -14,8 +14,12 @@ Modules, each importing only those above it:
 * :mod:`.thresholds`: curves, ``alpha_c``, ``alpha_l``, the phase diagram;
 * :mod:`.cli`: the ``theory``, ``transition`` and ``phase-diagram`` commands.
 """
+from ..parallel import check_numba_threads
 from ..params import BRANCHES, DEFAULT_MINIMIZER, MINIMIZERS
-from .numba_cache import guard_loads, secure_cache_folder
+
+check_numba_threads()  # before numba is imported: its import fails on NUMBA_NUM_THREADS=0 without naming it
+
+from .numba_cache import guard_loads, secure_cache_folder  # noqa: E402
 
 secure_cache_folder()  # before any kernel is defined: numba picks its cache folder then
 

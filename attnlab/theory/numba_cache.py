@@ -153,3 +153,4 @@ def guard_loads(dispatchers) -> None:
 
         cache.load_overload = guarded
         cache._attnlab_guarded = True
+
