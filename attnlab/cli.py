@@ -341,11 +341,25 @@ def _cmd_reproduce(args) -> dict:
     from .parallel import limit_threads
 
     with contextlib.ExitStack() as stack:  # (SIGTERM unwinds like Ctrl-C, see main: the cluster is closed)
-        cluster = (stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                    dashboard_address=None)) if args.dask == "local" else args.dask)
+        cluster = _local_cluster(stack, LocalCluster, workers) if args.dask == "local" else args.dask
         client = stack.enter_context(_dask_client(Client, cluster, args.dask_timeout))
         client.run(limit_threads)
         return reproduce(args.figure, backend="dask", **run)
+
+
+def _local_cluster(stack, LocalCluster, workers: int):
+    """A ``LocalCluster`` of ``workers`` processes that ignore SIGINT: a terminal's Ctrl-C goes to the
+    whole process group, and each worker printed its own traceback (37 lines); this process alone
+    unwinds and closes the cluster (the workers inherit the ignored signal when they start)."""
+    import logging
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _extra_grace[0] = 8.0  # closing the cluster takes a few seconds
+    try:
+        return stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                dashboard_address=None, silence_logs=logging.ERROR))
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _dask_client(Client, address, timeout: float):
@@ -400,7 +414,8 @@ def _add_reproduce(sub) -> None:
                    help="run on a Dask cluster: scheduler address (tcp://host:8786) or 'local' "
                         "(a LocalCluster of --workers processes)")
     p.add_argument("--dask-timeout", type=float, default=5.0, metavar="SECONDS",
-                   help="give up connecting to the Dask scheduler after this many seconds (default 5)")
+                   help="seconds to wait for the Dask scheduler to answer before giving up, in (0, 3600] "
+                        "(default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_reproduce)
@@ -474,6 +489,7 @@ def _json_safe(value):
 INTERRUPT_GRACE = 2.0
 _watchdog_started: list = []
 _as_program: list = []  # non-empty in the ``attnlab`` program (run())
+_extra_grace = [0.0]  # more seconds for a command that must close a local Dask cluster
 
 
 def _end_after_grace(name: str) -> None:
@@ -484,7 +500,7 @@ def _end_after_grace(name: str) -> None:
     import os
     import time
 
-    time.sleep(INTERRUPT_GRACE)
+    time.sleep(INTERRUPT_GRACE + _extra_grace[0])
     precompile = sys.modules.get("attnlab.theory.precompile")
     for helper in list(getattr(precompile, "_helpers", {}).values()):
         with contextlib.suppress(Exception):

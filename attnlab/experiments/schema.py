@@ -101,7 +101,7 @@ class Column:
 _POS = Column(lo=1e-300)
 _OVERLAP = Column(lo=-OVERLAP_BOUND, hi=OVERLAP_BOUND)
 _ERROR = Column(lo=0.0, hi=OVERLAP_BOUND)
-_SECONDS = Column(lo=0.0, nan=True)
+_SECONDS = Column(lo=0.0)
 _MODEL = {"omega": Column(lo=0.0, hi=1.0), "sigma": Column(lo=1e-300, hi=SIGMA_MAX), "lambda": Column(lo=0.0, hi=LAM_MAX),
           **dict.fromkeys(("A11", "A12", "A21", "A22"), Column(lo=0.0, hi=1.0))}
 
@@ -112,10 +112,10 @@ SIMULATION = {
     "seed": Column("int", 0, 2 ** 63 - 1), "steps": Column("int", 1, MAX_STEPS), "lr": _POS,
     "n_test": Column("int", 2, 10 ** 9), "teacher": Column("text", allowed=TEACHERS),
     "n": Column("int", 1, 10 ** 12), "m": _OVERLAP, "theta": _OVERLAP, "qnorm": Column(lo=0.0, hi=OVERLAP_BOUND),
-    "eps_t": _ERROR, "eps_g": _ERROR, "eps_g_sem": Column(lo=0.0, hi=OVERLAP_BOUND, nan=True),
-    "eps_g_linear": _ERROR, "eps_g_linear_sem": Column(lo=0.0, hi=OVERLAP_BOUND, nan=True),
+    "eps_t": _ERROR, "eps_g": _ERROR, "eps_g_sem": _ERROR,
+    "eps_g_linear": _ERROR, "eps_g_linear_sem": _ERROR,
     "converged": Column("bool"), "steps_taken": Column("int", 0, MAX_STEPS + 10 ** 6),
-    "grad_rms": Column(lo=0.0, nan=True), "seconds": _SECONDS, "cpu_seconds": _SECONDS,
+    "grad_rms": Column(lo=0.0), "seconds": _SECONDS, "cpu_seconds": _SECONDS,
 }
 
 _MAYBE = dict(nan=True)
@@ -134,9 +134,14 @@ THEORY = {
     "alpha_max": Column(lo=1e-300, hi=1e6, **_MAYBE),
 }
 
-#: The book's small tables (``book/_data``).
+#: The book's small tables (``book/_data``): curves (a branch and an alpha in every row) and thresholds.
 BOOK = {**{k: v for k, v in THEORY.items() if k not in ("run_id", "kind")},
+        "branch": Column("text", allowed=BRANCHES), "alpha": Column(lo=1e-300, hi=1e6), "converged": Column("bool"),
+        "xtol": Column(lo=1e-300, hi=MAX_TOLERANCE),
         "alpha_c_global": Column(lo=1e-300, hi=1e6, nan=True), "alpha_l_global": Column(lo=1e-300, hi=1e6, nan=True)}
+
+#: Columns that hold a number in every converged row of a curve (NaN only where a point failed).
+CONVERGED_FINITE = ("alpha", "m", "theta", "qnorm", "eps_t", "eps_g", "residual", "iterations")
 
 #: Columns a table must have (by its kind of rows).
 REQUIRED = {"simulation": ("run_id", "d", "alpha", "init", "method", "seed", "m", "theta", "converged"),
@@ -210,10 +215,10 @@ def check_table(path, header: list, rows: list, lines: list) -> None:
             for c in REQUIRED[kind]:
                 if fields[col[c]] == "" and c not in ("alpha_c", "alpha_l"):
                     raise CorruptResultsError(path, line, f"column {c!r}: empty in a {kind} row; {_FIX}")
-            if kind == "se-curve" and fields[col["converged"]] == "True":
-                for c in ("m", "theta", "qnorm", "eps_g"):
-                    if c in col and fields[col[c]] in ("", "nan", "NaN"):
-                        raise CorruptResultsError(path, line, f"column {c!r}: NaN in a converged row; {_FIX}")
+        if "converged" in col and fields[col["converged"]] == "True":
+            for c in CONVERGED_FINITE:
+                if c in col and fields[col[c]].lower() in ("", "nan"):
+                    raise CorruptResultsError(path, line, f"column {c!r}: NaN in a converged row; {_FIX}")
     if name == "simulation":
         _check_simulation_ids(path, header, rows, lines)
     elif name == "theory":
