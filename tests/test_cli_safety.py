@@ -168,8 +168,10 @@ def test_an_old_damaged_joblib_points_entry_prints_nothing(tmp_path):
     import joblib
 
     from attnlab.theory import quadrature
+    import numpy as np
+    import scipy
     memory = joblib.Memory(tmp_path, verbose=0)
-    args = (6, 1, 4, 6, "")
+    args = (6, 1, 4, 6, f"numpy {np.__version__}, scipy {scipy.__version__}")  # (the key attnlab < 0.9 used)
     memory.cache(quadrature._sobol_gaussians)(*args)
     for f in tmp_path.rglob("output.pkl"):
         f.write_bytes(os.urandom(100))

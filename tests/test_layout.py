@@ -16,7 +16,7 @@ PACKAGE = Path(attnlab.__file__).resolve().parent
 LAYERS = [
     ("model", {"attnlab", "attnlab.params", "attnlab.data", "attnlab.attention", "attnlab.objective",
                "attnlab.training", "attnlab.metrics", "attnlab.baseline", "attnlab.simulation", "attnlab.counting",
-               "attnlab.parallel"}),
+               "attnlab.parallel", "attnlab.safe_cache"}),
     ("theory", {"attnlab.theory"}),
     ("experiments", {"attnlab.experiments", "attnlab.explorer_grid", "attnlab.extrapolation"}),
     ("figures", {"attnlab.plots", "attnlab.experiments.figures", "attnlab.widgets", "attnlab.explorers"}),

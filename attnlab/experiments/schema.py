@@ -6,7 +6,8 @@ or one run twice. :func:`check_table` is called by the strict reader of
 :mod:`attnlab.experiments.store` (so by ``read_rows``, ``read_columns``, ``load_results``,
 ``describe_results``, ``load_book_data``, the explorer grid's loader and a sweep's resume):
 a row that fails raises :class:`~attnlab.experiments.store.CorruptResultsError` naming the
-file, the line and the column, and a resume never counts it as a finished run.
+file, the line and the column (from the :class:`TableError` raised here), and a resume never
+counts it as a finished run.
 
 Tables (chosen by their header):
 
@@ -36,10 +37,19 @@ from dataclasses import dataclass
 from ..params import BRANCHES, INITS, LAM_MAX, MAX_STEPS, MAX_TOLERANCE, METHODS, MINIMIZERS, SIGMA_MAX, TEACHERS
 from .runners import SIMULATION_RESULT_COLUMNS, spec_key
 
-__all__ = ["Column", "SIMULATION", "THEORY", "BOOK", "REQUIRED", "schema_of", "check_table"]
+__all__ = ["Column", "TableError", "SIMULATION", "THEORY", "BOOK", "REQUIRED", "schema_of", "check_table"]
 
 #: Largest ``|value|`` of an overlap (``m``, ``theta``, ``qnorm``) or an error (``eps_*``) accepted.
 OVERLAP_BOUND = 1e3
+
+
+class TableError(ValueError):
+    """A row (``line``, 1-based) or the header (``line`` 1, ``row`` false) breaks the schema;
+    :mod:`attnlab.experiments.store` turns it into a ``CorruptResultsError`` naming the file."""
+
+    def __init__(self, line: int, problem: str, row: bool = True):
+        self.line, self.problem, self.row = line, problem, row
+        super().__init__(f"line {line}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -171,13 +181,11 @@ def _value(text: str):
     return int(text) if text.lstrip("+-").isdigit() else number
 
 
-def check_table(path, header: list, rows: list, lines: list) -> None:
+def check_table(header: list, rows: list, lines: list) -> None:
     """Check a parsed table against its schema (see the module docstring).
 
     Parameters
     ----------
-    path : Path
-        The file (for the message).
     header : list of str
     rows : list of list of str
         The fields of each row.
@@ -186,11 +194,9 @@ def check_table(path, header: list, rows: list, lines: list) -> None:
 
     Raises
     ------
-    CorruptResultsError
-        At the first row that fails: the file, its line, the column and the rule.
+    TableError
+        At the first row that fails: its line, the column and the rule.
     """
-    from .store import CorruptResultsError, _FIX
-
     found = schema_of(header)
     if found is None:
         return
@@ -202,49 +208,45 @@ def check_table(path, header: list, rows: list, lines: list) -> None:
         needed = tuple(dict.fromkeys(c for k in ("se-curve", "transition") if k in kinds for c in REQUIRED[k]))
     missing = [c for c in needed if c not in col]
     if missing:
-        raise CorruptResultsError(path, 1, f"the header lacks the column{'s' * (len(missing) > 1)} "
-                                  f"{', '.join(map(repr, missing))} of a {name} table")
+        raise TableError(1, f"the header lacks the column{'s' * (len(missing) > 1)} "
+                         f"{', '.join(map(repr, missing))} of a {name} table", row=False)
     checks = [(j, c, columns[c]) for j, c in enumerate(header) if c in columns]
     for fields, line in zip(rows, lines):
         for j, c, rule in checks:
             problem = rule.problem(fields[j])
             if problem is not None:
-                raise CorruptResultsError(path, line, f"column {c!r}: {problem}; {_FIX}")
+                raise TableError(line, f"column {c!r}: {problem}")
         if name == "theory":
             kind = fields[col["kind"]]
             for c in REQUIRED[kind]:
                 if fields[col[c]] == "" and c not in ("alpha_c", "alpha_l"):
-                    raise CorruptResultsError(path, line, f"column {c!r}: empty in a {kind} row; {_FIX}")
+                    raise TableError(line, f"column {c!r}: empty in a {kind} row")
         if "converged" in col and fields[col["converged"]] == "True":
             for c in CONVERGED_FINITE:
                 if c in col and fields[col[c]].lower() in ("", "nan"):
-                    raise CorruptResultsError(path, line, f"column {c!r}: NaN in a converged row; {_FIX}")
+                    raise TableError(line, f"column {c!r}: NaN in a converged row")
     if name == "simulation":
-        _check_simulation_ids(path, header, rows, lines)
+        _check_simulation_ids(header, rows, lines)
     elif name == "theory":
-        _check_theory_ids(path, col, rows, lines)
+        _check_theory_ids(col, rows, lines)
 
 
-def _check_simulation_ids(path, header, rows, lines) -> None:
-    from .store import CorruptResultsError, _FIX
-
+def _check_simulation_ids(header, rows, lines) -> None:
     spec_columns = [(j, c) for j, c in enumerate(header) if c != "run_id" and c not in SIMULATION_RESULT_COLUMNS]
     at = header.index("run_id")
     seen = {}
     for fields, line in zip(rows, lines):
         rid = fields[at]
         if rid in seen:
-            raise CorruptResultsError(path, line, f"column 'run_id': {rid} is also on line {seen[rid]} (one run "
-                                      f"twice); {_FIX}")
+            raise TableError(line, f"column 'run_id': {rid} is also on line {seen[rid]} (one run "
+                                      f"twice)")
         seen[rid] = line
         if spec_key({c: _value(fields[j]) for j, c in spec_columns}) != rid:
-            raise CorruptResultsError(path, line, f"column 'run_id': {rid} is not the id of this row's parameters "
-                                      f"(a row of another run, or edited); {_FIX}")
+            raise TableError(line, f"column 'run_id': {rid} is not the id of this row's parameters "
+                                      f"(a row of another run, or edited)")
 
 
-def _check_theory_ids(path, col, rows, lines) -> None:
-    from .store import CorruptResultsError, _FIX
-
+def _check_theory_ids(col, rows, lines) -> None:
     tasks: dict = {}
     for fields, line in zip(rows, lines):
         tasks.setdefault(fields[col["run_id"]], []).append((fields, line))
@@ -255,20 +257,20 @@ def _check_theory_ids(path, col, rows, lines) -> None:
         for fields, other in members[1:]:
             for c in ("kind", "branch", "minimizer", *_RECORD):
                 if c in col and fields[col[c]] != first[col[c]]:
-                    raise CorruptResultsError(path, other, f"column {c!r}: {fields[col[c]]!r} differs from line "
-                                              f"{line} of the same run_id {rid}; {_FIX}")
+                    raise TableError(other, f"column {c!r}: {fields[col[c]]!r} differs from line "
+                                              f"{line} of the same run_id {rid}")
         if kind == "se-curve":
             alphas = [f[col["alpha"]] for f, _ in members]
             if len(set(map(float, alphas))) != len(alphas):
                 dup = next(ln for (f, ln), a in zip(members, alphas) if alphas.count(a) > 1 and ln != line)
-                raise CorruptResultsError(path, dup, f"column 'alpha': one alpha twice in the task {rid}; {_FIX}")
+                raise TableError(dup, f"column 'alpha': one alpha twice in the task {rid}")
             spec = dict(kind=kind, branch=first[col["branch"]], alphas=[float(a) for a in alphas], **base)
         else:
             if len(members) > 1:
-                raise CorruptResultsError(path, members[1][1], f"column 'run_id': {rid} is also on line {line} "
-                                          f"(one transition twice); {_FIX}")
+                raise TableError(members[1][1], f"column 'run_id': {rid} is also on line {line} "
+                                          f"(one transition twice)")
             spec = dict(kind=kind, alpha_max=_value(first[col["alpha_max"]]), xtol=_value(first[col["xtol"]]), **base)
         minimizer = first[col["minimizer"]] if "minimizer" in col else None
         if rid not in (spec_key(spec), spec_key(dict(spec, minimizer=minimizer))):
-            raise CorruptResultsError(path, line, f"column 'run_id': {rid} is not the id of this task's parameters "
-                                      f"(rows of another task, or edited); {_FIX}")
+            raise TableError(line, f"column 'run_id': {rid} is not the id of this task's parameters "
+                                      f"(rows of another task, or edited)")

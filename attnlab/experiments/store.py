@@ -51,7 +51,7 @@ from filelock import FileLock
 from filelock import Timeout as LockTimeout
 
 from .runners import COLUMN_KINDS, plain
-from .schema import check_table
+from .schema import TableError, check_table
 
 __all__ = ["RESULTS_DIR", "SOURCE_ROOT", "cached_path", "book_data_path", "CorruptResultsError", "SweepError",
            "read_columns", "read_rows", "write_csv_atomic", "write_json_atomic", "save_figure_atomic", "provenance_path",
@@ -202,7 +202,7 @@ class CorruptResultsError(ValueError):
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 _INT = re.compile(r"[+-]?\d+")
-_FIX = "fix or delete that line (its run is then redone), or move the file away"
+FIX_ADVICE = "fix or delete that line (its run is then redone), or move the file away"
 
 
 @dataclass
@@ -253,13 +253,13 @@ def _read_table(path: Path, key: str | None) -> _Table:
     except UnicodeDecodeError as exc:
         raise CorruptResultsError(path, data.count(b"\n", 0, exc.start) + 1,
                                   f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}): not a "
-                                  f"results CSV, or a damaged one; {_FIX}") from None
+                                  f"results CSV, or a damaged one; {FIX_ADVICE}") from None
     text = text.removeprefix("\ufeff")  # a byte-order mark (a spreadsheet's "CSV UTF-8")
     if not text:
         raise CorruptResultsError(path, None, "the file is empty (no header line); delete it")
     if not text.endswith("\n"):  # attnlab ends every row with a line break: the file was cut off
         raise CorruptResultsError(path, text.count("\n") + 1,
-                                  f"the last line has no line break: the file was cut off in this row; {_FIX}")
+                                  f"the last line has no line break: the file was cut off in this row; {FIX_ADVICE}")
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
@@ -276,25 +276,28 @@ def _read_table(path: Path, key: str | None) -> _Table:
         for fields in reader:
             if len(fields) != len(header):
                 raise CorruptResultsError(path, reader.line_num, f"{len(fields)} fields where the header has "
-                                          f"{len(header)}: the row is damaged or cut off; {_FIX}")
+                                          f"{len(header)}: the row is damaged or cut off; {FIX_ADVICE}")
             rows.append(fields)
             lines.append(reader.line_num)
     except csv.Error as exc:
-        raise CorruptResultsError(path, reader.line_num, f"not valid CSV ({exc}); {_FIX}") from None
+        raise CorruptResultsError(path, reader.line_num, f"not valid CSV ({exc}); {FIX_ADVICE}") from None
     kinds = {}
     for j, name in enumerate(header):
         values = [r[j] for r in rows]
         kinds[name] = kind = _column_kind(name, values)
         for v, line in zip(values, lines):
             if name == key and v == "":
-                raise CorruptResultsError(path, line, f"empty {key}; {_FIX}")
+                raise CorruptResultsError(path, line, f"empty {key}; {FIX_ADVICE}")
             if v == "" or kind == "text":
                 continue
             if kind == "bool" and v not in ("True", "False"):
-                raise CorruptResultsError(path, line, f"column {name!r} holds True/False, not {v!r}; {_FIX}")
+                raise CorruptResultsError(path, line, f"column {name!r} holds True/False, not {v!r}; {FIX_ADVICE}")
             if kind == "number" and _NUMBER.fullmatch(v) is None:
-                raise CorruptResultsError(path, line, f"column {name!r} holds numbers, not {v!r}; {_FIX}")
-    check_table(path, header, rows, lines)  # the table's declared schema (experiments.schema)
+                raise CorruptResultsError(path, line, f"column {name!r} holds numbers, not {v!r}; {FIX_ADVICE}")
+    try:
+        check_table(header, rows, lines)  # the table's declared schema (experiments.schema)
+    except TableError as exc:
+        raise CorruptResultsError(path, exc.line, exc.problem + (f"; {FIX_ADVICE}" if exc.row else "")) from None
     return _Table(header, rows, lines, kinds)
 
 

@@ -28,9 +28,9 @@ from .equations import Hats, Overlaps  # noqa: E402
 from .quadrature import Quadrature, SplitRule  # noqa: E402
 from .solver import ConvergenceWarning, QuadratureWarning, SEResult, StateEvolutionError  # noqa: E402
 from .thresholds import Transition, find_transition, linear_baseline_error, phase_diagram, se_curve  # noqa: E402
-from .warmup import _dispatchers  # noqa: E402
+from .warmup import cached_dispatchers  # noqa: E402
 
-guard_loads(_dispatchers())  # a damaged cache entry: compiled again, one warning (not a traceback per solve)
+guard_loads(cached_dispatchers())  # a damaged cache entry: compiled again, one warning (not a traceback per solve)
 
 __all__ = ["Hats", "Overlaps", "Quadrature", "SplitRule", "BRANCHES", "MINIMIZERS", "DEFAULT_MINIMIZER",
            "ConvergenceWarning", "OffBranchWarning", "QuadratureWarning", "SEResult", "StateEvolutionError",

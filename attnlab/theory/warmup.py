@@ -34,7 +34,7 @@ from . import followed_rule, kernels, split_rule
 from .precompile import compile_all, in_cache
 from .quadrature import points_cache_dir
 
-__all__ = ["WarmUp", "warm_caches", "cached_kernels"]
+__all__ = ["WarmUp", "warm_caches", "cached_kernels", "cached_dispatchers"]
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,9 @@ class WarmUp:
                     points_cache=self.points_cache)
 
 
-def _dispatchers() -> list:
-    """attnlab's cached numba kernels (those of :mod:`~attnlab.theory.kernels` and
-    :mod:`~attnlab.theory.split_rule`)."""
+def cached_dispatchers() -> list:
+    """attnlab's numba dispatchers with an on-disk cache (those of :mod:`~attnlab.theory.kernels` and
+    :mod:`~attnlab.theory.split_rule`), e.g. for :func:`attnlab.theory.numba_cache.guard_loads`."""
     found = []
     for module in (kernels, split_rule):
         for value in vars(module).values():
@@ -91,7 +91,7 @@ def cached_kernels() -> list:
     """
     if numba.config.DISABLE_JIT:
         return []
-    return sorted(f"{d.__module__}.{d.__name__}" for d in _dispatchers() if in_cache(d))
+    return sorted(f"{d.__module__}.{d.__name__}" for d in cached_dispatchers() if in_cache(d))
 
 
 def warm_caches() -> WarmUp:
@@ -142,7 +142,7 @@ def warm_caches() -> WarmUp:
     channel.proximal(w1, w2, T11, T22, 0.5, params.sigma)
     channel.descend(w1, w2, T11, T22, 0.5, params.sigma, start=(w1, w2))
     numba_cache = os.path.abspath(kernels.followed_sums.stats.cache_path)  # (the folder numba chose)
-    missing = sorted(d.__name__ for d in _dispatchers() if d.signatures and not in_cache(d))
+    missing = sorted(d.__name__ for d in cached_dispatchers() if d.signatures and not in_cache(d))
     if missing:
         raise OSError(f"numba could not write its cache in {numba_cache!r} (not cached: {', '.join(missing)}); "
                       "set NUMBA_CACHE_DIR to a writable folder")
