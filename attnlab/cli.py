@@ -353,6 +353,9 @@ def _local_cluster(stack, LocalCluster, workers: int):
     unwinds and closes the cluster (the workers inherit the ignored signal when they start)."""
     import logging
 
+    quiet = "ignore::UserWarning:multiprocessing.resource_tracker"  # its note on dask's semaphores left by
+    if quiet not in sys.warnoptions:  # an interrupted cluster (the tracker process reads these options)
+        sys.warnoptions.append(quiet)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     _extra_grace[0] = 8.0  # closing the cluster takes a few seconds
     try:

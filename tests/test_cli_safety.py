@@ -264,11 +264,18 @@ def test_ctrl_c_with_a_local_dask_cluster_is_one_line(tmp_path):
     """A terminal's Ctrl-C reaches the whole process group: the workers of `--dask local` printed
     two tracebacks (37 lines). They now ignore it; this process closes the cluster: one line."""
     pytest.importorskip("distributed")
-    proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "reproduce", "finite-size", "--quick", "--out",
-                             str(tmp_path), "--dask", "local", "--workers", "2", "--no-progress", "--no-theory"],
+    proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "reproduce", "finite-size", "--out",
+                             str(tmp_path), "--dask", "local", "--workers", "2", "--no-progress", "--no-theory",
+                             "--ds", "2000", "--seeds", "0,1,2,3"],
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    time.sleep(15.0)  # the cluster is up and running the sweep
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "finite-size.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)  # the cluster is up and the sweep's session has started
+    time.sleep(3.0)  # (runs in flight on the workers)
+    assert proc.poll() is None, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
     out, err = proc.communicate(timeout=120)
+    print(f"--dask local: ended {time.monotonic() - t0:.1f} s after Ctrl-C")
     assert proc.returncode == 1 and err.strip().splitlines() == ["attnlab: error: interrupted by SIGINT"], err
