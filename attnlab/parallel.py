@@ -25,7 +25,8 @@ from typing import Callable, Iterable, Iterator
 
 from .params import check_int
 
-__all__ = ["THREAD_VARIABLES", "check_numba_threads", "check_backend", "limit_threads", "limited_threads", "parallel_imap"]
+__all__ = ["THREAD_VARIABLES", "check_numba_threads", "check_backend", "limit_threads", "limited_threads",
+           "parallel_imap"]
 
 #: Environment variables that BLAS, OpenMP (torch), numba and numexpr read when they are loaded.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",

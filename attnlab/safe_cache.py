@@ -133,7 +133,8 @@ def load_array(folder, name: str, *, shape: tuple, dtype=np.float64) -> np.ndarr
                 arr = np.load(io.BytesIO(raw), allow_pickle=False)
                 if arr.shape != tuple(shape) or arr.dtype != np.dtype(dtype) \
                         or list(arr.shape) != meta.get("shape") or str(arr.dtype) != meta.get("dtype"):
-                    problem = f"shape {arr.shape} and dtype {arr.dtype} where {tuple(shape)} {np.dtype(dtype)} are expected"
+                    problem = (f"shape {arr.shape} and dtype {arr.dtype} where {tuple(shape)} {np.dtype(dtype)} "
+                               "are expected")
                 elif not np.isfinite(arr).all():
                     problem = "it holds NaN or infinite values"
                 else:

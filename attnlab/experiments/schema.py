@@ -112,7 +112,8 @@ _POS = Column(lo=1e-300)
 _OVERLAP = Column(lo=-OVERLAP_BOUND, hi=OVERLAP_BOUND)
 _ERROR = Column(lo=0.0, hi=OVERLAP_BOUND)
 _SECONDS = Column(lo=0.0)
-_MODEL = {"omega": Column(lo=0.0, hi=1.0), "sigma": Column(lo=1e-300, hi=SIGMA_MAX), "lambda": Column(lo=0.0, hi=LAM_MAX),
+_MODEL = {"omega": Column(lo=0.0, hi=1.0), "sigma": Column(lo=1e-300, hi=SIGMA_MAX),
+          "lambda": Column(lo=0.0, hi=LAM_MAX),
           **dict.fromkeys(("A11", "A12", "A21", "A22"), Column(lo=0.0, hi=1.0))}
 
 #: The columns of a simulation table (:func:`attnlab.experiments.runners.run_simulation_spec`).

@@ -10,16 +10,19 @@ of the run's spec). Next to it:
   sweep on the CSV holds (``filelock``; the same file for every process,
   whatever its temporary directory).
 
-Writes are atomic (:func:`write_csv_atomic`, :func:`write_json_atomic`): the
+Writes are atomic (:func:`write_csv_atomic`, :func:`write_json_atomic`,
+:func:`save_figure_atomic` for the figures): the
 file is written to a temporary file in the same directory that then replaces
 it with ``os.replace`` (atomic on POSIX and Windows), so a reader, or a crash
 at any moment, sees either the previous or the next complete file.
 
 Reading is strict (:func:`read_columns`, :func:`read_rows`): a file that is
 not UTF-8, is cut off, has lost its header, has a row with too few or too many
-fields, or a value that does not parse, raises :class:`CorruptResultsError`
-(a ``ValueError``) naming the file and the line. A damaged row is never
-counted as finished work, nor silently dropped.
+fields, a value that does not parse, or a row that breaks its table's declared
+schema (:mod:`attnlab.experiments.schema`: ranges, allowed values, run ids, no run
+twice), or that is not a regular file (a FIFO would block), raises
+:class:`CorruptResultsError` (a ``ValueError``) naming the file, the line and the
+column. A damaged row is never counted as finished work, nor silently dropped.
 
 Where the cached tables are
 ---------------------------
@@ -54,8 +57,8 @@ from .runners import COLUMN_KINDS, plain
 from .schema import TableError, check_table
 
 __all__ = ["RESULTS_DIR", "SOURCE_ROOT", "cached_path", "book_data_path", "CorruptResultsError", "SweepError",
-           "read_columns", "read_rows", "write_csv_atomic", "write_json_atomic", "save_figure_atomic", "provenance_path",
-           "read_provenance", "lock_path", "sweep_lock"]
+           "read_columns", "read_rows", "write_csv_atomic", "write_json_atomic", "save_figure_atomic",
+           "provenance_path", "read_provenance", "lock_path", "sweep_lock"]
 
 
 
@@ -202,6 +205,7 @@ class CorruptResultsError(ValueError):
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 _INT = re.compile(r"[+-]?\d+")
+#: The advice that ends a message about a damaged row (its parsing, or its schema).
 FIX_ADVICE = "fix or delete that line (its run is then redone), or move the file away"
 
 
