@@ -214,3 +214,24 @@ def test_a_damaged_numba_cache_is_compiled_again_with_one_warning(numba_cache, d
     assert out.stdout.split()[:2] == ["0.574442516812", "1"] and "is damaged" in out.stdout, out.stdout
     again = _python(_KERNEL, env)
     assert again.stdout.split()[:2] == ["0.574442516812", "0"], (again.stdout, again.stderr)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs to give a folder to another user (chown)")
+def test_a_folder_of_another_user_that_its_group_can_write_is_not_trusted(tmp_path):
+    """An administrator's folder (another owner, mode 755) is read; the same folder writable by its
+    group (e.g. all students) is ignored with one warning; this user's own group-writable
+    folder (umask 002) is read."""
+    from attnlab.safe_cache import CacheWarning, load_array, save_array
+    folder = tmp_path / "prepared"
+    folder.mkdir()
+    assert save_array(folder, "x", np.ones(3))
+    os.chown(folder, 12345, 12345)
+    for f in folder.iterdir():
+        os.chown(f, 12345, 12345)
+    folder.chmod(0o755)
+    assert np.array_equal(load_array(folder, "x", shape=(3,)), np.ones(3))
+    folder.chmod(0o775)
+    with pytest.warns(CacheWarning, match="other users"):
+        assert load_array(folder, "x", shape=(3,)) is None
+    os.chown(folder, os.geteuid(), os.getegid())
+    assert np.array_equal(load_array(folder, "x", shape=(3,)), np.ones(3))
