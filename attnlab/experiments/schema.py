@@ -274,4 +274,4 @@ def _check_theory_ids(col, rows, lines) -> None:
         minimizer = first[col["minimizer"]] if "minimizer" in col else None
         if rid not in (spec_key(spec), spec_key(dict(spec, minimizer=minimizer))):
             raise TableError(line, f"column 'run_id': {rid} is not the id of this task's parameters "
-                                      f"(rows of another task, or edited)")
+                                      f"(a row missing, rows of another task, or edited)")
