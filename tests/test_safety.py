@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import attnlab
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -235,3 +237,23 @@ def test_a_folder_of_another_user_that_its_group_can_write_is_not_trusted(tmp_pa
         assert load_array(folder, "x", shape=(3,)) is None
     os.chown(folder, os.geteuid(), os.getegid())
     assert np.array_equal(load_array(folder, "x", shape=(3,)), np.ones(3))
+
+
+def test_a_fresh_clone_without_pycache_uses_it_without_a_warning(tmp_path):
+    """In a fresh clone (or with PYTHONDONTWRITEBYTECODE) attnlab/theory/__pycache__ does not
+    exist yet: numba creates it in attnlab/theory, which only its owner can write, so nothing is
+    moved and nothing is printed (a warning there would fail the book build's -W)."""
+    import shutil
+    copy = tmp_path / "clone"
+    shutil.copytree(Path(attnlab.__file__).parent, copy / "attnlab",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [copy, *copy.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    out = subprocess.run([sys.executable, "-W", "error::attnlab.safe_cache.CacheWarning", "-c",
+                          "import attnlab.theory, numba; print(numba.config.CACHE_DIR or 'default')"],
+                         capture_output=True, text=True, cwd=copy, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1",
+                              "NUMBA_CACHE_DIR": "", "XDG_CACHE_HOME": str(tmp_path / "home")})
+    assert out.returncode == 0, out.stderr
+    assert "can be written by other users" not in out.stderr
+    assert not (tmp_path / "home" / "attnlab" / "numba-private").exists()

@@ -89,7 +89,9 @@ def secure_cache_folder() -> None:
     if numba.config.DISABLE_JIT:
         return
     folder = candidate_folder()
-    if folder is None or trusted_folder(folder):
+    # a folder numba has not created yet (a fresh clone, PYTHONDONTWRITEBYTECODE) is as safe as
+    # the parent it will be created in
+    if folder is None or trusted_folder(folder if folder.exists() else folder.parent):
         return
     try:
         private = private_folder()
