@@ -14,7 +14,7 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "attention_colorbar", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "attention_colorbar", "plot_spinodals", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
@@ -78,6 +78,44 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     ax.legend(fontsize=8, loc="best")
     if path:
         ax.figure.savefig(path, dpi=150)
+    return ax
+
+
+def plot_spinodals(rows, ax=None, alpha_max=3.0):
+    """Add the spinodal lines and the coexistence region to a phase diagram.
+
+    Parameters
+    ----------
+    rows : list of dict or dict of arrays
+        ``omega``, ``alpha_s_semantic`` (above it the semantic minimum exists) and
+        ``alpha_s_positional`` (below it the positional one exists; NaN: beyond the search),
+        optionally ``alpha_min`` (the search's start: a semantic spinodal there means the semantic
+        minimum exists all the way down, and the region is shaded from 0), e.g. ``book/_data/spinodals.csv`` or :meth:`~attnlab.theory.spinodals.Spinodals.to_dict` rows.
+    ax : matplotlib Axes, optional
+    alpha_max : float
+        Right edge of the figure: a positional spinodal beyond it (or NaN) shades to the edge.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    cols = rows if isinstance(rows, dict) else {k: [r[k] for r in rows] for k in rows[0]}
+    omega = np.asarray(cols["omega"], dtype=float)
+    order = np.argsort(omega)
+    omega = omega[order]
+    sem = np.asarray(cols["alpha_s_semantic"], dtype=float)[order]
+    pos = np.asarray(cols["alpha_s_positional"], dtype=float)[order]
+    low = np.asarray(cols["alpha_min"], dtype=float)[order] if "alpha_min" in cols else np.zeros_like(sem)
+    everywhere = sem <= low * (1 + 1e-9)  # the semantic minimum exists down to the search's start
+    right = np.where(np.isfinite(pos), np.minimum(pos, alpha_max), alpha_max)
+    left = np.where(everywhere, 0.0, sem)
+    sem = np.where(everywhere, np.nan, sem)
+    ax.fill_betweenx(omega, left, right, where=np.isfinite(left) & (right > left), facecolor="none",
+                     edgecolor="0.35", hatch="//", linewidth=0.0, label="coexistence: both minima exist")
+    ax.plot(sem, omega, ":^", color=COLORS["semantic"], label=r"$\alpha_s$ semantic (semantic minimum appears)")
+    ax.plot(np.where(pos <= alpha_max, pos, np.nan), omega, "-.v", color=COLORS["positional"],
+            label=r"$\alpha_s$ positional (positional minimum ends)")
     return ax
 
 
