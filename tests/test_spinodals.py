@@ -7,6 +7,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from attnlab import ModelParams  # noqa: E402
+from attnlab.params import BRANCHES  # noqa: E402
 from attnlab.plots import plot_spinodals  # noqa: E402
 from attnlab.theory import solve_state_evolution  # noqa: E402
 from attnlab.theory.spinodals import find_spinodals, minimum_intervals  # noqa: E402
@@ -51,3 +52,25 @@ def test_plot_spinodals_shades_the_coexistence_region():
     assert len(band) == 1 and band[0].get_hatch() == "//"
     xs = np.concatenate([p.vertices[:, 0] for p in band[0].get_paths()])
     assert xs.min() == 0.0 and xs.max() == 3.0  # from 0 (semantic everywhere) to the edge (positional beyond)
+
+
+def test_explorer_grid_hides_points_that_are_no_minimum(tmp_path):
+    """A grid row with stability >= 1 (written since issue 39) is not drawn (on_branch False:
+    the explorers show NaN there, not a curve through a saddle); rows without the column are kept."""
+    from attnlab.experiments.store import read_columns, write_csv_atomic
+    from attnlab.explorer_grid import load_explorer_grid
+    from test_explorers import _synthetic_grid
+
+    path = _synthetic_grid(tmp_path / "g.csv")
+    assert load_explorer_grid(path).curves["on_branch"].all()  # no stability column: as before
+    cols = read_columns(path)
+    rows = [{k: cols[k][i] for k in cols} for i in range(len(cols["kind"]))]
+    for r in rows:
+        if r["kind"] == "se-curve":
+            r["stability"] = 1.4 if (r["branch"] == "semantic" and r["alpha"] == 0.5) else 0.3
+    write_csv_atomic(path, rows)
+    g = load_explorer_grid(path)
+    b = BRANCHES.index("semantic")
+    assert not g.curves["on_branch"][..., b, 0].any() and g.curves["on_branch"][..., b, 1:].all()
+    assert g.curves["on_branch"][..., 1 - b, :].all()
+    assert g.curves["stability"][0, 0, 0, b, 0] == 1.4
