@@ -14,7 +14,7 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "attention_colorbar", "plot_spinodals", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "attention_colorbar", "plot_spinodals", "plot_random_start", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
@@ -117,6 +117,52 @@ def plot_spinodals(rows, ax=None, alpha_max=3.0):
     ax.plot(np.where(pos <= alpha_max, pos, np.nan), omega, "-.v", color=COLORS["positional"],
             label=r"$\alpha_s$ positional (positional minimum ends)")
     return ax
+
+
+def plot_random_start(runs, theory=None, path=None):
+    """Where gradient descent from a random start ends: fractions of seeds against ``alpha``, one panel per ``omega``.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns ``omega, alpha, d, m, theta`` of the ``random-start`` sweep (every run from the
+        random start); each run is classified by :func:`attnlab.metrics.classify_outcome`.
+    theory : dict of str to ndarray, optional
+        ``omega, alpha_c`` (the ``transitions`` table): a vertical line per panel.
+    path : str or Path, optional
+        Save the figure there (and close it).
+
+    Returns
+    -------
+    fig : matplotlib Figure
+    """
+    from .metrics import OUTCOMES, classify_outcome
+    omegas = np.unique(runs["omega"])
+    fig, axes = plt.subplots(1, len(omegas), figsize=(4.0 * len(omegas), 3.6), constrained_layout=True,
+                             sharey=True, squeeze=False)
+    kind = classify_outcome(runs["m"], runs["theta"])
+    styles = dict(semantic=("-o", COLORS["semantic"]), positional=("-s", COLORS["positional"]),
+                  mixed=("--^", "0.45"), collapsed=(":x", "0.0"))
+    for ax, w in zip(axes[0], omegas):
+        for d in np.unique(runs["d"]):
+            here = np.isclose(runs["omega"], w) & (runs["d"] == d)
+            alphas = np.unique(runs["alpha"][here])
+            for outcome in OUTCOMES:
+                frac = [np.mean(kind[here & np.isclose(runs["alpha"], a)] == outcome) for a in alphas]
+                style, color = styles[outcome]
+                ax.plot(alphas, frac, style, color=color, ms=4, label=f"{outcome} (d = {d})")
+        if theory is not None and "alpha_c" in theory:
+            ac = theory["alpha_c"][np.isclose(theory["omega"], w)]
+            for a in ac[np.isfinite(ac)]:
+                ax.axvline(a, color=COLORS["alpha_c"], lw=1, ls="--", label=r"$\alpha_c$ (SE)")
+        ax.set_title(rf"$\omega = {w:g}$")
+        ax.set_xlabel(r"$\alpha = n/d$")
+    axes[0][0].set_ylabel("fraction of random starts")
+    axes[0][-1].legend(fontsize=7, loc="center right")
+    if path:
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return fig
 
 
 def plot_gd_gap_map(gap_map, ax=None, span=None):
