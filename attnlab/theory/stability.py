@@ -30,6 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from .equations import StateEvolution
+from .quadrature import Symmetry
 
 __all__ = ["STEP", "STABLE_BELOW", "pinned_direction", "pinned_eigenvalue"]
 
@@ -64,14 +65,14 @@ def pinned_eigenvalue(result) -> float:
         (``pin=False``, or the semantic branch with ``A_11 != A_22``) or where the map leaves
         its domain at the probes.
     """
-    from .solver import pinning  # (solver reads this module lazily)
     ov = result.overlaps
     p = pinned_direction(result.branch)
     if not (np.isfinite(ov.q) and ov.q > 0 and not result.collapsed and getattr(ov, p) == 0.0):
         return float("nan")  # nothing to probe, or not pinned (pin=False; semantic with A_11 != A_22)
     rho = result.params.sigma ** 2
     step = STEP * np.sqrt(ov.q) if p == "m" else STEP * np.sqrt(ov.q * rho)
-    _, _, free_symmetry = pinning(result.branch, result.params, False, ov)
+    A = result.params.A_array
+    free_symmetry = Symmetry(False, bool(A[0, 0] == A[1, 1]), ())  # nothing pinned (solver.pinning with pin=False)
     G = StateEvolution.of(result.params, result.alpha, result.quadrature, fine=True, symmetry=free_symmetry,
                           minimizer=result.minimizer, branch=result.branch)
     try:
