@@ -126,7 +126,8 @@ def plot_random_start(runs, theory=None, path=None):
     ----------
     runs : dict of str to ndarray
         Columns ``omega, alpha, d, m, theta`` of the ``random-start`` sweep (every run from the
-        random start); each run is classified by :func:`attnlab.metrics.classify_outcome`.
+        random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. One
+        line per outcome and ``d``: the largest ``d`` solid, smaller ones faint with open markers.
     theory : dict of str to ndarray, optional
         ``omega, alpha_c`` (the ``transitions`` table): a vertical line per panel.
     path : str or Path, optional
@@ -143,14 +144,17 @@ def plot_random_start(runs, theory=None, path=None):
     kind = classify_outcome(runs["m"], runs["theta"])
     styles = dict(semantic=("-o", COLORS["semantic"]), positional=("-s", COLORS["positional"]),
                   mixed=("--^", "0.45"), collapsed=(":x", "0.0"))
+    ds = np.unique(runs["d"])
     for ax, w in zip(axes[0], omegas):
-        for d in np.unique(runs["d"]):
+        for i, d in enumerate(ds):
             here = np.isclose(runs["omega"], w) & (runs["d"] == d)
             alphas = np.unique(runs["alpha"][here])
+            largest = i == len(ds) - 1  # the largest d solid, smaller ones faint with open markers
             for outcome in OUTCOMES:
                 frac = [np.mean(kind[here & np.isclose(runs["alpha"], a)] == outcome) for a in alphas]
                 style, color = styles[outcome]
-                ax.plot(alphas, frac, style, color=color, ms=4, label=f"{outcome} (d = {d})")
+                ax.plot(alphas, frac, style, color=color, ms=4, alpha=1.0 if largest else 0.45,
+                        mfc=color if largest else "white", label=f"{outcome} (d = {d})")
         if theory is not None and "alpha_c" in theory:
             ac = theory["alpha_c"][np.isclose(theory["omega"], w)]
             for a in ac[np.isfinite(ac)]:
