@@ -257,7 +257,11 @@ def _add_minimizer(p) -> None:
 
 
 def _add_state_evolution(sub) -> None:
-    p = sub.add_parser("theory", help="state-evolution fixed point on a branch")
+    p = sub.add_parser("theory", help="state-evolution fixed point on a branch",
+                       description="State-evolution fixed point on a branch, and whether it is a minimum there "
+                                   "(status: minimum, unstable, collapsed, off-branch, not converged; stability: "
+                                   "the eigenvalue of the pinned direction, a minimum below 1). Where it is no "
+                                   "minimum, 'note' says so and 'instead' gives where gradient descent goes.")
     _add_model_arguments(p, state_evolution=True)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic", help="branch to follow (default semantic)")
