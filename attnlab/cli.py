@@ -163,7 +163,33 @@ def _cmd_theory(args) -> dict:
     tol = DEFAULT_TOL if args.tol is None else args.tol
     res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=tol,
                                 error_estimate=args.error_estimate, minimizer=args.minimizer)
-    return res.to_dict()
+    out = res.to_dict()
+    if res.converged and not res.minimum:
+        out.update(_instead(res, tol))
+    return out
+
+
+def _instead(res, tol) -> dict:
+    """Where ``res`` is no minimum of its branch: a ``note`` saying so (also warned) and ``instead``,
+    the other branch's fixed point if that is a minimum (where gradient descent from ``res``'s start
+    goes: checked at large ``d``, book Chapter 6), else ``Q = 0`` if ``res`` collapsed, else ``None``."""
+    from .theory import solve_state_evolution
+    other = "positional" if res.branch == "semantic" else "semantic"
+    alt = solve_state_evolution(res.params, res.alpha, other, tol=tol, minimizer=res.minimizer, warn=False)
+    why = ("the branch collapses to Q = 0" if res.collapsed else
+           f"the fixed point is unstable along {'m' if res.branch == 'semantic' else 'theta'} "
+           f"(eigenvalue {res.stability:.3g} > 1)" if res.status == "unstable" else "no fixed point on the branch")
+    if alt.minimum:
+        instead = dict(branch=other, m=alt.m, theta=alt.theta, qnorm=alt.qnorm, eps_g=alt.eps_g, eps_t=alt.eps_t)
+        goes = f"gradient descent goes to the {other} minimum (m = {alt.m:.3g}, theta = {alt.theta:.3g})"
+    elif res.collapsed:
+        instead = dict(branch="collapsed", m=0.0, theta=0.0, qnorm=0.0, eps_g=res.eps_g, eps_t=res.eps_t)
+        goes = "gradient descent goes to Q = 0 (uniform attention)"
+    else:
+        instead, goes = None, f"the {other} branch is no minimum either"
+    note = f"no {res.branch} minimum here: {why}; {goes}"
+    warnings.warn(note, RuntimeWarning)
+    return dict(note=note, instead=instead)
 
 
 def _cmd_transition(args) -> dict:
@@ -231,7 +257,11 @@ def _add_minimizer(p) -> None:
 
 
 def _add_state_evolution(sub) -> None:
-    p = sub.add_parser("theory", help="state-evolution fixed point on a branch")
+    p = sub.add_parser("theory", help="state-evolution fixed point on a branch",
+                       description="State-evolution fixed point on a branch, and whether it is a minimum there "
+                                   "(status: minimum, unstable, collapsed, off-branch, not converged; stability: "
+                                   "the eigenvalue of the pinned direction, a minimum below 1). Where it is no "
+                                   "minimum, 'note' says so and 'instead' gives where gradient descent goes.")
     _add_model_arguments(p, state_evolution=True)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic", help="branch to follow (default semantic)")

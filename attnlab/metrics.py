@@ -15,7 +15,47 @@ from .data import positional_encodings, sample_dataset
 from .objective import AttentionRisk
 from .params import ModelParams, check_finite_array, check_int, check_memory, check_params
 
-__all__ = ["Overlaps", "overlaps", "canonical_sign", "generalization_error"]
+__all__ = ["Overlaps", "overlaps", "canonical_sign", "generalization_error", "OUTCOMES", "OUTCOME_MIN",
+           "classify_outcome"]
+
+#: Where a trained student ends: the kinds of :func:`classify_outcome`.
+OUTCOMES = ("semantic", "positional", "mixed", "collapsed")
+#: Overlap below which ``|m|`` or ``|theta|`` counts as zero in :func:`classify_outcome` (the
+#: random start's own ``|m|, |theta|`` are ``0.1 / sqrt(d)``: 0.007 at ``d = 200``).
+OUTCOME_MIN = 0.05
+
+
+def classify_outcome(m, theta, min_overlap: float = OUTCOME_MIN):
+    """Which minimum a trained student reached, from its overlaps (arrays broadcast).
+
+    ``"collapsed"``: ``|m|`` and ``|theta|`` both below ``min_overlap``; ``"semantic"``:
+    ``|theta| >= min_overlap > |m|``; ``"positional"``: ``|m| >= min_overlap > |theta|``;
+    ``"mixed"``: both at least ``min_overlap``.
+
+    Parameters
+    ----------
+    m, theta : float or ndarray
+        ``m = 1_d . Q / d`` and ``theta = Q* . Q / d`` (the trainers' normalisation).
+    min_overlap : float
+        Threshold, ``> 0``.
+
+    Returns
+    -------
+    ndarray of str
+        One of :data:`OUTCOMES` per element.
+
+    Raises
+    ------
+    ValueError
+        If ``min_overlap <= 0`` or an overlap is not finite.
+    """
+    if not min_overlap > 0:
+        raise ValueError(f"min_overlap must be > 0, got {min_overlap!r}")
+    m, theta = np.abs(np.asarray(m, dtype=float)), np.abs(np.asarray(theta, dtype=float))
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(theta))):
+        raise ValueError("m and theta must be finite")
+    big_m, big_t = m >= min_overlap, theta >= min_overlap
+    return np.where(big_m & big_t, "mixed", np.where(big_t, "semantic", np.where(big_m, "positional", "collapsed")))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "attention_colorbar", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "attention_colorbar", "plot_spinodals", "plot_random_start", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
@@ -80,6 +80,94 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     if path:
         save_figure_atomic(ax.figure, path, dpi=150)
     return ax
+
+
+def plot_spinodals(rows, ax=None, alpha_max=3.0):
+    """Add the spinodal lines and the coexistence region to a phase diagram.
+
+    Parameters
+    ----------
+    rows : list of dict or dict of arrays
+        ``omega``, ``alpha_s_semantic`` (above it the semantic minimum exists) and
+        ``alpha_s_positional`` (below it the positional one exists; NaN: beyond the search),
+        optionally ``alpha_min`` (the search's start: a semantic spinodal there means the semantic
+        minimum exists all the way down, and the region is shaded from 0), e.g. ``book/_data/spinodals.csv`` or :meth:`~attnlab.theory.spinodals.Spinodals.to_dict` rows.
+    ax : matplotlib Axes, optional
+    alpha_max : float
+        Right edge of the figure: a positional spinodal beyond it (or NaN) shades to the edge.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = new_axes(ax)
+    cols = rows if isinstance(rows, dict) else {k: [r[k] for r in rows] for k in rows[0]}
+    omega = np.asarray(cols["omega"], dtype=float)
+    order = np.argsort(omega)
+    omega = omega[order]
+    sem = np.asarray(cols["alpha_s_semantic"], dtype=float)[order]
+    pos = np.asarray(cols["alpha_s_positional"], dtype=float)[order]
+    low = np.asarray(cols["alpha_min"], dtype=float)[order] if "alpha_min" in cols else np.zeros_like(sem)
+    everywhere = sem <= low * (1 + 1e-9)  # the semantic minimum exists down to the search's start
+    right = np.where(np.isfinite(pos), np.minimum(pos, alpha_max), alpha_max)
+    left = np.where(everywhere, 0.0, sem)
+    sem = np.where(everywhere, np.nan, sem)
+    ax.fill_betweenx(omega, left, right, where=np.isfinite(left) & (right > left), facecolor="none",
+                     edgecolor="0.35", hatch="//", linewidth=0.0, label="coexistence: both minima exist")
+    ax.plot(sem, omega, ":^", color=COLORS["semantic"], label=r"$\alpha_s$ semantic (semantic minimum appears)")
+    ax.plot(np.where(pos <= alpha_max, pos, np.nan), omega, "-.v", color=COLORS["positional"],
+            label=r"$\alpha_s$ positional (positional minimum ends)")
+    return ax
+
+
+def plot_random_start(runs, theory=None, path=None):
+    """Where gradient descent from a random start ends: fractions of seeds against ``alpha``, one panel per ``omega``.
+
+    Parameters
+    ----------
+    runs : dict of str to ndarray
+        Columns ``omega, alpha, d, m, theta`` of the ``random-start`` sweep (every run from the
+        random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. One
+        line per outcome and ``d``: the largest ``d`` solid, smaller ones faint with open markers.
+    theory : dict of str to ndarray, optional
+        ``omega, alpha_c`` (the ``transitions`` table): a vertical line per panel.
+    path : str or Path, optional
+        Save the figure there (and close it).
+
+    Returns
+    -------
+    fig : matplotlib Figure
+    """
+    from .metrics import OUTCOMES, classify_outcome
+    omegas = np.unique(runs["omega"])
+    fig, axes = plt.subplots(1, len(omegas), figsize=(4.0 * len(omegas), 3.6), constrained_layout=True,
+                             sharey=True, squeeze=False)
+    kind = classify_outcome(runs["m"], runs["theta"])
+    styles = dict(semantic=("-o", COLORS["semantic"]), positional=("-s", COLORS["positional"]),
+                  mixed=("--^", "0.45"), collapsed=(":x", "0.0"))
+    ds = np.unique(runs["d"])
+    for ax, w in zip(axes[0], omegas):
+        for i, d in enumerate(ds):
+            here = np.isclose(runs["omega"], w) & (runs["d"] == d)
+            alphas = np.unique(runs["alpha"][here])
+            largest = i == len(ds) - 1  # the largest d solid, smaller ones faint with open markers
+            for outcome in OUTCOMES:
+                frac = [np.mean(kind[here & np.isclose(runs["alpha"], a)] == outcome) for a in alphas]
+                style, color = styles[outcome]
+                ax.plot(alphas, frac, style, color=color, ms=4, alpha=1.0 if largest else 0.45,
+                        mfc=color if largest else "white", label=f"{outcome} (d = {d})")
+        if theory is not None and "alpha_c" in theory:
+            ac = theory["alpha_c"][np.isclose(theory["omega"], w)]
+            for a in ac[np.isfinite(ac)]:
+                ax.axvline(a, color=COLORS["alpha_c"], lw=1, ls="--", label=r"$\alpha_c$ (SE)")
+        ax.set_title(rf"$\omega = {w:g}$")
+        ax.set_xlabel(r"$\alpha = n/d$")
+    axes[0][0].set_ylabel("fraction of random starts")
+    axes[0][-1].legend(fontsize=7, loc="center right")
+    if path:
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+    return fig
 
 
 def plot_gd_gap_map(gap_map, ax=None, span=None):

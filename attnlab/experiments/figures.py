@@ -219,6 +219,18 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
               "weighted least squares over the seed means at each d. The cached table holds the runs the book "
               "uses (more seeds and d = 8000 near the crossings), not every point of this grid."),
     Figure(
+        "random-start",
+        "GD from a random start (Q0 = 0.1 N(0, I)): fraction of seeds ending semantic, positional, mixed or "
+        "collapsed against alpha at omega = 0.1, 0.3, 0.5, with the SE alpha_c",
+        fixed=dict(method="lbfgs", init="random", **PAPER),
+        axes=dict(omega=[0.1, 0.3, 0.5], alpha=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0], d=[200, 500],
+                  seed=[0, 1, 2, 3, 4, 5]),
+        quick=dict(d=[30], omega=[0.3], alpha=[0.5, 1.5], seed=[0, 1]),
+        theory="transitions", plot="plot_random_start",
+        notes="SMALL-d version: d = 200 and 500, 6 seeds per point (large d, 1000-4000, not run yet: "
+              "--ds 1000,2000 --seeds ... extends it; rows accumulate). GD warm-up then L-BFGS (method "
+              "'lbfgs'); outcome by attnlab.metrics.classify_outcome (|m|, |theta| >= 0.05)."),
+    Figure(
         "explorer-grid",
         "the kernel-free explorers' grid: both SE branches along alpha at every (omega, sigma, lambda), and "
         "alpha_c, alpha_l on a denser omega grid",

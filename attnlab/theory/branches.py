@@ -97,7 +97,7 @@ def _first_on_branch(attempts, warm=None) -> SEResult:
             continue
         if attempt is warm:
             warm_result = result
-        if result.converged and result.on_branch and not (attempt is warm and result.collapsed):
+        if result.converged and (result.on_branch or (result.collapsed and attempt is not warm)):
             return result
         results.append(result)
     if not results:
@@ -238,7 +238,7 @@ def solve_state_evolution(params: ModelParams, alpha: float, branch: str = "sema
             result = result if above is None else above
     if warn and not result.converged:
         _warn_not_converged(result, tol)
-    elif warn and not result.on_branch:
+    elif warn and not (result.on_branch or result.collapsed):
         lead = "theta" if branch == "semantic" else "m"
         warnings.warn(f"the fixed point at alpha={alpha} is not on the {branch} branch ({lead} = "
                       f"{getattr(result, lead):.1e}; on_branch=False)", OffBranchWarning, stacklevel=2)

@@ -41,6 +41,7 @@ under swapping the two positions; the pins also fix the folded node set.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import scipy.optimize
@@ -135,12 +136,27 @@ class SEResult:
     collapsed : bool
         The branch has collapsed onto the trivial fixed point ``Q = 0``
         (uniform attention: ``q = m = theta = 0``), which attracts the
-        iteration there (e.g. strong regularisation or small ``sigma``).
+        iteration there (e.g. strong regularisation or small ``sigma``): the
+        branch does not exist there (``on_branch=False``, ``minimum=False``).
     on_branch : bool
         The leading overlap of ``branch`` (``m`` positional, ``theta``
-        semantic) is above :data:`ON_BRANCH_MIN`, or the result is ``collapsed``.
-        ``False``: the iteration reached a fixed point off the requested branch
-        (e.g. ``m = theta = 0`` at very small ``alpha``), or none (NaN observables).
+        semantic) is above :data:`ON_BRANCH_MIN`. ``False``: the iteration reached
+        a fixed point off the requested branch (e.g. ``m = theta = 0`` at very small
+        ``alpha``), the collapsed ``Q = 0``, or none (NaN observables).
+    stability : float
+        ``lambda_p``, the eigenvalue of the unpinned map's Jacobian in the pinned direction
+        (``m`` semantic, ``theta`` positional; :func:`~attnlab.theory.stability.pinned_eigenvalue`),
+        computed when first read (two evaluations of the map). Below 1 the fixed point is a
+        minimum along the pinned overlap; above 1 gradient descent leaves along it. NaN where
+        there is nothing to probe (collapsed, not converged, or not pinned).
+    stable : bool or None
+        ``stability < 1``; ``None`` where ``stability`` is NaN.
+    minimum : bool
+        The fixed point is a minimum of the branch it claims: converged, on the branch (not
+        collapsed) and not unstable (``stable`` is not ``False``).
+    status : str
+        ``"minimum"``, ``"unstable"`` (a saddle: the risk curves down along the pinned
+        overlap), ``"collapsed"`` (only ``Q = 0``), ``"off-branch"`` or ``"not converged"``.
     jacobian : ndarray, shape (k, k), or None
         Broyden's approximation of the Jacobian of the residual ``G(x) - x`` at the
         fixed point, in the solver's coordinates of the ``k`` free overlaps;
@@ -167,14 +183,47 @@ class SEResult:
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
     eps_g: float = _WhenRead()
 
+    @cached_property
+    def stability(self) -> float:
+        """``lambda_p`` (see the class docstring), computed when first read."""
+        if not (self.converged and self.on_branch):
+            return float("nan")
+        from .stability import pinned_eigenvalue
+        return pinned_eigenvalue(self)
+
+    @property
+    def stable(self) -> bool | None:
+        """``stability < 1``, or ``None`` where it is NaN."""
+        from .stability import STABLE_BELOW
+        return None if np.isnan(self.stability) else bool(self.stability < STABLE_BELOW)
+
+    @property
+    def minimum(self) -> bool:
+        """A minimum of the branch it claims: converged, on the branch, not unstable."""
+        return bool(self.converged and self.on_branch and not self.collapsed and self.stable is not False)
+
+    @property
+    def status(self) -> str:
+        """``"minimum"``, ``"unstable"``, ``"collapsed"``, ``"off-branch"`` or ``"not converged"``."""
+        if not self.converged:
+            return "not converged"
+        if self.collapsed:
+            return "collapsed"
+        if not self.on_branch:
+            return "off-branch"
+        return "unstable" if self.stable is False else "minimum"
+
     def to_dict(self) -> dict:
-        """JSON-serialisable summary (SE ``q, V`` plus the user-facing observables)."""
+        """JSON-serialisable summary (SE ``q, V`` plus the user-facing observables, and whether
+        the point is a minimum of its branch: ``stability``, ``stable``, ``minimum``, ``status``)."""
+        stability = self.stability
         return dict(alpha=self.alpha, branch=self.branch, q=self.overlaps.q, m=self.m, V=self.overlaps.V,
                     theta=self.theta, qnorm=self.qnorm, eps_g=self.eps_g, eps_t=self.eps_t,
                     converged=self.converged, iterations=self.iterations, residual=self.residual,
                     qhat=self.hats.qhat, mhat=self.hats.mhat, Vhat=self.hats.Vhat, thetahat=self.hats.thetahat,
                     quadrature_error=self.quadrature_error, minimizer=self.minimizer, collapsed=self.collapsed,
-                    on_branch=self.on_branch)
+                    on_branch=self.on_branch, stability=None if np.isnan(stability) else stability,
+                    stable=self.stable, minimum=self.minimum, status=self.status)
 
     @classmethod
     def failed(cls, params: ModelParams, alpha: float, branch: str, quad: Quadrature, minimizer: str) -> "SEResult":
@@ -405,7 +454,7 @@ def _collapsed(params, alpha, branch, quad, minimizer, scale=1e-6):
     eps_g = generalization_error(replace(at, q=1e-300), params, quad)
     return SEResult(alpha=alpha, branch=branch, params=params, overlaps=zero, hats=hats, m=0.0, theta=0.0, qnorm=0.0,
                     eps_g=eps_g, eps_t=alpha * eps_g, iterations=G.calls, residual=0.0, converged=True,
-                    quadrature=quad, minimizer=minimizer, collapsed=True)
+                    quadrature=quad, minimizer=minimizer, collapsed=True, on_branch=False)
 
 
 def _solve_coarse(f, x0, tol, max_iter):

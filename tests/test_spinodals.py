@@ -1,0 +1,76 @@
+"""Spinodal lines (issue 39): where each branch's minimum appears or ends, against the
+stability of the fixed points on either side, and drawn on the phase diagram."""
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from attnlab import ModelParams  # noqa: E402
+from attnlab.params import BRANCHES  # noqa: E402
+from attnlab.plots import plot_spinodals  # noqa: E402
+from attnlab.theory import solve_state_evolution  # noqa: E402
+from attnlab.theory.spinodals import find_spinodals, minimum_intervals  # noqa: E402
+
+SEARCH = dict(alpha_min=0.5, alpha_max=4.0, grid_points=6, xtol=0.01)
+
+
+def test_semantic_spinodal_at_omega_one_half():
+    """omega 0.5: the semantic minimum appears at alpha_s ~ 1.11 (default rule; GD from Q* at
+    d = 1000 leaves m ~ 0 below it). Just below, the fixed point is unstable along m; just above, stable."""
+    P = ModelParams(omega=0.5)
+    (start, end), = minimum_intervals(P, "semantic", **SEARCH)
+    assert 1.0 < start < 1.25 and end == SEARCH["alpha_max"]
+    below, above = (solve_state_evolution(P, a, "semantic", warn=False) for a in (0.97 * start, 1.03 * start))
+    assert below.stability > 1 > above.stability
+
+
+def test_positional_spinodal_at_omega_zero():
+    """omega 0: the positional minimum ends at alpha_s ~ 2.23; the semantic one exists in the whole search."""
+    s = find_spinodals(ModelParams(omega=0.0), **SEARCH)
+    assert 2.0 < s.alpha_s_positional < 2.5 and s.positional == [(SEARCH["alpha_min"], s.alpha_s_positional)]
+    assert s.alpha_s_semantic == SEARCH["alpha_min"]
+    below, above = (solve_state_evolution(ModelParams(omega=0.0), a, "positional", warn=False)
+                    for a in (0.97 * s.alpha_s_positional, 1.03 * s.alpha_s_positional))
+    assert below.minimum and not above.minimum and above.status == "unstable"
+
+
+@pytest.mark.parametrize("kw,name", [(dict(alpha_min=0.0), "alpha_min"), (dict(alpha_min=2.0, alpha_max=1.0), "alpha_max"),
+                                     (dict(grid_points=2), "grid_points"), (dict(xtol=0.0), "xtol")])
+def test_bad_search_arguments_name_the_parameter(kw, name):
+    with pytest.raises(ValueError, match=name):
+        minimum_intervals(ModelParams(), "semantic", **kw)
+
+
+def test_plot_spinodals_shades_the_coexistence_region():
+    rows = [dict(omega=0.0, alpha_s_semantic=0.05, alpha_s_positional=2.2, alpha_min=0.05),
+            dict(omega=0.5, alpha_s_semantic=1.1, alpha_s_positional=float("nan"), alpha_min=0.05)]
+    ax = plot_spinodals(rows, alpha_max=3.0)
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert any("semantic" in s for s in labels) and any("positional" in s for s in labels)
+    band = [c for c in ax.collections if "coexistence" in c.get_label()]
+    assert len(band) == 1 and band[0].get_hatch() == "//"
+    xs = np.concatenate([p.vertices[:, 0] for p in band[0].get_paths()])
+    assert xs.min() == 0.0 and xs.max() == 3.0  # from 0 (semantic everywhere) to the edge (positional beyond)
+
+
+def test_explorer_grid_hides_points_that_are_no_minimum(tmp_path):
+    """A grid row with stability >= 1 (written since issue 39) is not drawn (on_branch False:
+    the explorers show NaN there, not a curve through a saddle); rows without the column are kept."""
+    from attnlab.experiments.store import read_columns, write_csv_atomic
+    from attnlab.explorer_grid import load_explorer_grid
+    from test_explorers import _synthetic_grid
+
+    path = _synthetic_grid(tmp_path / "g.csv")
+    assert load_explorer_grid(path).curves["on_branch"].all()  # no stability column: as before
+    cols = read_columns(path)
+    rows = [{k: cols[k][i] for k in cols} for i in range(len(cols["kind"]))]
+    for r in rows:
+        if r["kind"] == "se-curve":
+            r["stability"] = 1.4 if (r["branch"] == "semantic" and r["alpha"] == 0.5) else 0.3
+    write_csv_atomic(path, rows)
+    g = load_explorer_grid(path)
+    b = BRANCHES.index("semantic")
+    assert not g.curves["on_branch"][..., b, 0].any() and g.curves["on_branch"][..., b, 1:].all()
+    assert g.curves["on_branch"][..., 1 - b, :].all()
+    assert g.curves["stability"][0, 0, 0, b, 0] == 1.4

@@ -1,0 +1,77 @@
+"""Is a branch's fixed point a minimum? Stability in the pinned direction, the collapse, and
+gradient descent at finite d (issue 39)."""
+import contextlib
+import io
+import json
+
+import pytest
+
+from attnlab import ModelParams, run_simulation
+from attnlab.theory import solve_state_evolution
+from attnlab.theory.stability import STEP, pinned_eigenvalue
+
+P03 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)
+P05 = P03.replace(omega=0.5)
+
+
+def test_collapsed_point_is_not_a_branch():
+    """At sigma = 0.3 the semantic map collapses to Q = 0 (gradient descent from Q* ends
+    positional there, issue 39): not on the branch, not a minimum."""
+    res = solve_state_evolution(P03.replace(sigma=0.3), 0.8, "semantic", warn=False)
+    assert res.collapsed and res.converged
+    assert not res.on_branch and not res.minimum and res.status == "collapsed"
+    assert res.to_dict()["on_branch"] is False and res.to_dict()["minimum"] is False
+
+
+def test_semantic_fixed_point_unstable_along_m_where_gradient_descent_leaves():
+    """omega 0.5, alpha 0.8: the pinned semantic fixed point has lambda_m ~ 1.4 > 1; omega 0.3:
+    ~0.05 < 1. L-BFGS from Q* (after gradient descent's warm-up) at d = 500 leaves m ~ 0 in the
+    first case (measured |m| = 0.26, the positional branch's 0.27) and stays semantic in the second
+    (|m| = 0.006, theta = 0.30; SE 0.32). (At d = 300 seed 0 ends mixed, |m| = 0.09.)"""
+    unstable = solve_state_evolution(P05, 0.8, "semantic", warn=False)
+    stable = solve_state_evolution(P03, 0.8, "semantic", warn=False)
+    assert unstable.on_branch and unstable.stability > 1.2 and unstable.status == "unstable" and not unstable.minimum
+    assert stable.stability < 0.5 and stable.minimum and stable.status == "minimum"
+    left = run_simulation(P05, 0.8, 500, init="semantic", seed=0, method="lbfgs", n_test=500, progress=False)
+    stayed = run_simulation(P03, 0.8, 500, init="semantic", seed=0, method="lbfgs", n_test=500, progress=False)
+    assert abs(left.m) > 0.2 and abs(stayed.m) < 0.03 and stayed.theta > 0.25
+
+
+def test_positional_fixed_point_unstable_along_theta_at_large_alpha():
+    """omega 0: the positional branch is a minimum at alpha 1 (lambda_theta ~ 0.25) but not at
+    alpha 4 (~2.2): L-BFGS from the positional start at d = 300 ends semantic there (measured
+    theta = 0.87, |m| = 0.002) and positional at alpha 1 (m = 0.22, |theta| = 0.01)."""
+    P0 = P03.replace(omega=0.0)
+    low, high = (solve_state_evolution(P0, a, "positional", warn=False) for a in (1.0, 4.0))
+    assert low.minimum and low.stability < 0.5
+    assert high.on_branch and high.stability > 1.5 and not high.minimum
+    left, stayed = (run_simulation(P0, a, 300, init="positional", seed=0, method="lbfgs", n_test=500, progress=False)
+                    for a in (4.0, 1.0))
+    assert abs(left.theta) > 0.5 and abs(stayed.theta) < 0.05 and stayed.m > 0.15
+
+
+def test_eigenvalue_does_not_depend_on_the_step(monkeypatch):
+    """The central difference is the derivative: halving the step moves lambda by < 0.02."""
+    res = solve_state_evolution(P05, 0.8, "semantic", warn=False)
+    base = pinned_eigenvalue(res)
+    monkeypatch.setattr("attnlab.theory.stability.STEP", STEP / 2)
+    assert pinned_eigenvalue(res) == pytest.approx(base, abs=0.02)
+
+
+def test_unpinned_result_has_no_pinned_eigenvalue():
+    """pin=False leaves m free: nothing pinned to probe (NaN, stable None), not labelled unstable."""
+    pinned = solve_state_evolution(P03, 1.0, "semantic", warn=False)
+    free = solve_state_evolution(P03, 1.0, "semantic", pin=False, init=pinned.overlaps.__class__(
+        q=pinned.overlaps.q, m=0.01, V=pinned.overlaps.V, theta=pinned.overlaps.theta), warn=False)
+    assert free.stable is None and free.status in ("minimum", "not converged")
+
+
+def test_cli_theory_says_no_semantic_minimum_and_where_gd_goes():
+    from attnlab.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["theory", "--omega", "0.5", "--alpha", "0.8", "--json"]) == 0
+    res = json.loads(out.getvalue())
+    assert res["status"] == "unstable" and res["minimum"] is False and res["stability"] > 1
+    assert "no semantic minimum" in res["note"] and res["instead"]["branch"] == "positional"
+    assert res["instead"]["m"] == pytest.approx(0.27, abs=0.02)
