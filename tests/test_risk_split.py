@@ -8,7 +8,7 @@ from attnlab.data import make_problem
 from attnlab.experiments.figures import load_results
 from attnlab.extrapolation import extrapolate_runs
 from attnlab.theory import solve_state_evolution
-from attnlab.theory.risk_split import risk_split_table, se_risk_split, trained_risk_split
+from attnlab.theory.risk_split import risk_split_table, se_risk_split, se_sample_losses, trained_risk_split
 from attnlab.training import minimize_risk
 
 P0 = ModelParams(sigma=0.5, lam=0.01, omega=0.3)
@@ -75,3 +75,25 @@ def test_bad_input():
         risk_split_table({"eps_t": [1.0], "lambda": [0.01]})
     with pytest.raises(ValueError, match="lam"):
         risk_split_table({"eps_t": [1.0], "qnorm": [0.1], "lambda": [-1.0]})
+
+
+@pytest.mark.parametrize("branch", ["positional", "semantic"])
+def test_data_term_is_alpha_times_the_loss_at_the_proximal_point(se_alpha1, branch):
+    """Independent of Phi: alpha E[l(prox(w), h*)] by Monte Carlo equals eps_t - penalty."""
+    r = se_alpha1[branch]
+    mc = se_sample_losses(r, n_samples=100_000, seed=1)
+    assert abs(mc["data"] - se_risk_split(r).data) < 4 * r.alpha * mc["stderr_train"] + 1e-3 * mc["data"]
+    # and a fresh sample's mean loss is the test error
+    assert abs(mc["test"] - r.eps_g) < 4 * mc["stderr_test"] + 1e-3 * r.eps_g
+    assert mc["train"] < 0.6 * mc["test"]
+
+
+def test_global_minimiser_data_term():
+    r = solve_state_evolution(P0, 1.6, "semantic", minimizer="global")
+    mc = se_sample_losses(r, n_samples=50_000, seed=2)
+    assert abs(mc["data"] - se_risk_split(r).data) < 4 * r.alpha * mc["stderr_train"] + 2e-3 * mc["data"]
+
+
+def test_sample_losses_bad_input(se_alpha1):
+    with pytest.raises(ValueError, match="n_samples"):
+        se_sample_losses(se_alpha1["semantic"], n_samples=10)

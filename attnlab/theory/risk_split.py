@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RiskSplit", "se_risk_split", "trained_risk_split", "risk_split_table"]
+__all__ = ["RiskSplit", "se_risk_split", "se_sample_losses", "trained_risk_split", "risk_split_table"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,61 @@ def se_risk_split(result) -> RiskSplit:
         raise ValueError(f"result.eps_t must be finite, got {eps_t}")
     penalty = float(_penalty(result.params.lam, result.qnorm))
     return RiskSplit(data=eps_t - penalty, penalty=penalty, total=eps_t)
+
+
+def se_sample_losses(result, *, n_samples: int = 100_000, seed: int = 0) -> dict:
+    """Mean loss of a training sample and of a fresh sample at a fixed point, by Monte Carlo.
+
+    A training sample sits at the proximal point ``h = prox(w, h*)`` of its leave-one-out
+    field ``w`` (book Chapter 5); a fresh sample's preactivation has the law of ``w``
+    itself. So the mean training loss per sample is ``E[l(prox(w), h*)]`` and the test
+    error ``E[l(w, h*)] = eps_g``. The proximal point is the one of the result's
+    minimiser (``"followed"``: descent from the start's preactivations ``h0``;
+    ``"global"``: the global minimiser).
+
+    Parameters
+    ----------
+    result : SEResult
+        A converged fixed point (its ``overlaps``, ``branch``, ``params``, ``minimizer``).
+    n_samples : int
+        Monte Carlo draws of ``(xi, eta, nu)``, ``>= 1000``.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    dict
+        ``train``: ``E[l(prox(w), h*)]``; ``test``: ``E[l(w, h*)]``; ``data``:
+        ``alpha * train``, the SE's data term, which must equal
+        ``se_risk_split(result).data`` up to the Monte Carlo error; ``stderr_train``,
+        ``stderr_test``: their standard errors.
+
+    Raises
+    ------
+    ValueError
+        If ``n_samples < 1000``.
+    """
+    from ..params import check_choice
+    from .channel import descend, fields, loss, proximal, teacher_diagonal
+    from .followed_rule import initial_fields
+
+    if int(n_samples) != n_samples or n_samples < 1000:
+        raise ValueError(f"n_samples must be an integer >= 1000, got {n_samples}")
+    p, ov = result.params, result.overlaps
+    minimizer = check_choice("minimizer", result.minimizer, ("followed", "global"))
+    nodes = np.random.default_rng(seed).standard_normal((6, int(n_samples)))
+    w1, w2, hs1, hs2, _ = fields(ov, p.sigma ** 2, nodes[:4])
+    T11, T22 = teacher_diagonal(hs1, hs2, p.omega, p.A)
+    if minimizer == "followed":
+        h01, h02 = initial_fields(ov, p, result.branch, nodes)
+        h1, h2, _ = descend(w1, w2, T11, T22, ov.V, p.sigma, start=(h01, h02))
+    else:
+        h1, h2, _ = proximal(w1, w2, T11, T22, ov.V, p.sigma)
+    train = loss(h1, h2, T11, T22, p.sigma)
+    test = loss(w1, w2, T11, T22, p.sigma)
+    n = float(n_samples)
+    return dict(train=float(train.mean()), test=float(test.mean()), data=float(result.alpha * train.mean()),
+                stderr_train=float(train.std() / np.sqrt(n)), stderr_test=float(test.std() / np.sqrt(n)))
 
 
 def trained_risk_split(Q, data, lam: float) -> RiskSplit:
