@@ -639,7 +639,7 @@ def _gap_panel(ax, runs, theory, omega):
             common = sorted(set(curve["semantic"]) & set(curve["positional"]))
             if common:
                 ax.plot(common, [curve["semantic"][a] - curve["positional"][a] for a in common], style, color="k",
-                        lw=1.4, label=f"SE, {minimizer} minimiser")
+                        lw=1.4, label=f"SE, {minimizer} prox")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     if ax.get_legend_handles_labels()[0]:
@@ -706,7 +706,7 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
                             yerr=[r["error"] for r in ex], label=f"GD from the {START_NAMES[init]}, $d\\to\\infty$")
             for minimizer, style in (("followed", "-"), ("global", "--")):
                 if theory is not None:  # the lead panel draws each branch's own overlap
-                    _theory_line(ax, theory, w, branch, minimizer, key, style, f"SE {branch}, {minimizer} minimiser")
+                    _theory_line(ax, theory, w, branch, minimizer, key, style, f"SE {branch}, {minimizer} prox")
         ax.set_xlabel(r"sample complexity $\alpha = n/d$")
         ax.set_ylabel(labels[y])
         ax.set_title(rf"$\omega = {w:g}$", fontsize=10)
@@ -730,7 +730,7 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
             if rows.any():
                 order = np.argsort(theory["omega"][rows])
                 ax.plot(theory["alpha_c"][rows][order], theory["omega"][rows][order], style, marker=".",
-                        color=COLORS["alpha_c"], label=f"SE $\\alpha_c$, {minimizer} minimiser")
+                        color=COLORS["alpha_c"], label=f"SE $\\alpha_c$, {minimizer} prox")
     ax.set_xlabel(r"$\alpha_c$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.set_title("where the training losses of the two minima cross", fontsize=10)

@@ -82,14 +82,14 @@ def test_arbiter_draws_a_branch_only_where_it_exists():
     runs, theory = load_results("se-vs-gd"), load_results("se-vs-gd", table="theory")
     fig = plots.plot_arbiter(runs, theory, ncols=2)
     theta_panel, lead_panel = fig.axes[0], fig.axes[4]
-    line = next(l for l in theta_panel.get_lines() if l.get_label() == "SE semantic, global minimiser")
+    line = next(l for l in theta_panel.get_lines() if l.get_label() == "SE semantic, global prox")
     assert min(line.get_xdata()) > 0.7 and min(line.get_ydata()) > plots.LEAD_MIN
     for l in lead_panel.get_lines():  # omega = 0: each branch's own overlap, never the trivial zero
         if l.get_label().startswith("SE "):
             assert min(l.get_ydata()) > plots.LEAD_MIN, l.get_label()
-    gap = next(l for l in fig.axes[2].get_lines() if l.get_label() == "SE, global minimiser")
+    gap = next(l for l in fig.axes[2].get_lines() if l.get_label() == "SE, global prox")
     assert min(gap.get_xdata()) > 0.7  # the gap only where both branches exist
-    eps_g = next(l for l in fig.axes[3].get_lines() if l.get_label() == "SE semantic, global minimiser")
+    eps_g = next(l for l in fig.axes[3].get_lines() if l.get_label() == "SE semantic, global prox")
     assert min(eps_g.get_xdata()) > 0.7
     trivial = (theory["kind"] == "se-curve") & (theory["minimizer"] == "global") & ~(
         plots.on_branch_rows(theory, "semantic") | plots.on_branch_rows(theory, "positional"))

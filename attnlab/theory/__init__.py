@@ -12,6 +12,7 @@ Modules, each importing only those above it:
 * :mod:`.branches`: where the solver starts and what it does when a start fails
   (:func:`solve_state_evolution`);
 * :mod:`.thresholds`: curves, ``alpha_c``, ``alpha_l``, the phase diagram;
+* :mod:`.risk_split`: the training loss split into data term and ridge penalty;
 * :mod:`.cli`: the ``theory``, ``transition`` and ``phase-diagram`` commands.
 """
 from ..parallel import check_numba_threads
