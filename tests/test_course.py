@@ -24,6 +24,7 @@ yaml = pytest.importorskip("yaml")
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 sys.path.insert(0, str(BOOK / "_scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
 import build_course  # noqa: E402
 
 CHAPTERS = build_course.chapter_names()
@@ -287,6 +288,67 @@ def test_slide_decks_work_offline(course):
             (deck.name, [h for h in links if not h.startswith(("#", "http", "mailto:", "../student/"))])
     assert (slides / "_vendor" / "reveal.js" / "dist" / "reveal.js").is_file()
     assert (slides / "_vendor" / "mathjax" / "MathJax.js").is_file()
+
+
+def test_slide_points_name_existing_sections():
+    """Every section of book/course/slides/points.yml is a heading of its chapter (a renamed heading
+    would silently lose its slide text), and its slide shows the points, the book's text in the notes."""
+    points = build_course.slide_points()
+    assert len(points) == len(CHAPTERS)
+    for name, sections in points.items():
+        headings = {re.sub(r"^#+\s*", "", h).strip()
+                    for h in re.findall(r"^##? .+$", (BOOK / "md" / f"{name}.md").read_text(), flags=re.M)}
+        assert not set(sections) - headings, (name, sorted(set(sections) - headings))
+    lecture = next(lec for lec in PLAN["lectures"] if "02_solvable_model" in lec["chapters"])
+    cells = build_course.lecture_notebook(lecture).cells
+    i = next(i for i, c in enumerate(cells) if c.source.startswith("## The teacher"))
+    assert cells[i].source.count("\n* ") == len(points["02_solvable_model"]["The teacher"])
+    assert cells[i + 1].metadata["slideshow"]["slide_type"] == "notes"
+    assert "produced by a *teacher*" in cells[i + 1].source
+
+
+_MEASURE_SLIDES = """
+const R = window.Reveal, out = [];
+for (const s of R.getSlides()) {
+  const i = R.getIndices(s);
+  R.slide(i.h, i.v);
+  out.push([i.h, i.v || 0, s.scrollHeight, s.scrollWidth, (s.textContent || '').trim().slice(0, 50)]);
+}
+return out;"""
+
+
+@pytest.mark.course
+def test_no_slide_overflows_1280x720(course):
+    """Every slide of every deck fits the 1280x720 slide in Chromium (no scrolling slide); deck
+    titles name the lecture; citations read author-year; the slides carry speaker notes."""
+    import time
+
+    from browser import start_chromium
+
+    for lec in PLAN["lectures"]:
+        deck = course / "slides" / f"lecture{lec['number']:02d}.html"
+        text = deck.read_text()
+        assert f"<title>Lecture {lec['number']}: {lec['title']}</title>" in text
+        assert "chapters 0" not in text and 'class="notes"' in text
+        for key in build_course.bibliography():
+            assert key not in text, (deck.name, key)
+        drv = start_chromium(1280, 720)
+        try:
+            drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                {"width": 1280, "height": 720, "deviceScaleFactor": 1, "mobile": False})
+            drv.get(deck.as_uri())
+            for _ in range(150):
+                if drv.execute_script("return !!(window.Reveal && window.Reveal.isReady && window.Reveal.isReady())"):
+                    break
+                time.sleep(0.2)
+            drv.execute_script("return MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
+            time.sleep(2)  # MathJax typesets every slide (it changes their heights)
+            slides = drv.execute_script(_MEASURE_SLIDES)
+        finally:
+            drv.quit()
+        assert len(slides) >= 10, deck.name
+        tall = [s for s in slides if s[2] > 720 or s[3] > 1280]
+        assert not tall, f"{deck.name}: slides larger than 1280x720: {tall}"
 
 
 import grade_folder  # noqa: E402

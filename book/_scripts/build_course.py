@@ -801,6 +801,7 @@ _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 .reveal .slides { font-size: 30px; text-align: left; }
 .reveal .slides h1 { font-size: 1.6em; } .reveal .slides h2 { font-size: 1.4em; }
 .reveal .slides h1, .reveal .slides h2 { text-transform: none; }
+.reveal .jp-RenderedHTMLCommon h1 { font-size: 52px; } .reveal .jp-RenderedHTMLCommon h2 { font-size: 42px; }
 .reveal .jp-InputPrompt, .reveal .jp-OutputPrompt { display: none; }
 .reveal .jp-OutputArea-output img { display: block; margin: 0 auto; }
 .reveal .jp-RenderedHTMLCommon p { font-size: 30px; line-height: 1.35; }
