@@ -383,6 +383,37 @@ def test_problem_set_bundle_and_student_notebook(course, number):
     assert any("grader.export(" in c.source for c in nb.cells)
 
 
+@pytest.mark.course
+def test_bundle_grades_as_gradescope_runs_it(course, tmp_path):
+    """Gradescope's layout: the bundle unzipped into ``/autograder/source``, a submission (the zip
+    that the export cell makes) in ``/autograder/submission``; the bundle's ``run_otter.py`` (what
+    ``run_autograder`` runs after activating the environment that ``setup.sh`` built) writes
+    ``/autograder/results/results.json``. Here ``/autograder`` is a temporary folder and the
+    environment is the test's own (no fresh install: setup.sh needs the network and the release tag)."""
+    import zipfile
+
+    pytest.importorskip("otter")
+    ps = course / "assignments" / "ps1"
+    root = tmp_path / "autograder"
+    zipfile.ZipFile(ps / "autograder" / "autograder.zip").extractall(root / "source")
+    setup = (root / "source" / "setup.sh").read_text()
+    assert "mamba env create -f /autograder/source/environment.yml" in setup
+    assert "python /autograder/source/run_otter.py" in (root / "source" / "run_autograder").read_text()
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    with zipfile.ZipFile(root / "submission" / "ps1_2026_01_01T00_00_00.zip", "w") as z:
+        z.write(ps / "solutions" / "ps1.ipynb", "ps1.ipynb")
+    script = (root / "source" / "run_otter.py").read_text().replace('"/autograder"', repr(str(root)))
+    assert repr(str(root)) in script
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root / "source")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    tests = [t for t in results["tests"] if t["name"] != "Public Tests"]
+    assert tests and all(t["score"] == t["max_score"] > 0 for t in tests), tests
+    # hidden results are shown after the grades are published
+    assert all(t.get("visibility") in (None, "visible", "after_published") for t in results["tests"])
+
+
 def _scores(csv_path: Path) -> dict:
     import csv
 
