@@ -290,6 +290,36 @@ def test_slide_decks_work_offline(course):
     assert (slides / "_vendor" / "mathjax" / "MathJax.js").is_file()
 
 
+def test_tall_figure_is_cut_into_rows_and_a_square_one_is_not():
+    """Chapter 5's six-panel figure (three rows of two) becomes two pieces, each at most about as
+    tall as wide, the full width of the original; a
+    square figure stays whole."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    nb = build_course.read_chapter("05_state_evolution")
+    tall = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            png = o.get("data", {}).get("image/png")
+            if png:
+                img = Image.open(io.BytesIO(base64.b64decode(png)))
+                if img.size[1] > 1.2 * img.size[0]:
+                    tall.append(base64.b64decode(png))
+    assert tall, "no tall figure in Chapter 5"
+    pieces = build_course.split_tall_figure(tall[0])
+    whole = Image.open(io.BytesIO(tall[0]))
+    sizes = [Image.open(io.BytesIO(p)).size for p in pieces]
+    assert len(pieces) >= 2 and sum(h for _, h in sizes) == whole.size[1]
+    assert all(w == whole.size[0] and h <= 1.0 * w for w, h in sizes), sizes
+    square = io.BytesIO()
+    Image.fromarray(np.full((300, 320, 3), 255, np.uint8)).save(square, format="PNG")
+    assert build_course.split_tall_figure(square.getvalue()) == [square.getvalue()]
+
+
 def test_slide_points_name_existing_sections():
     """Every section of book/course/slides/points.yml is a heading of its chapter (a renamed heading
     would silently lose its slide text), and its slide shows the points, the book's text in the notes."""

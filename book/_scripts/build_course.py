@@ -679,8 +679,9 @@ def split_block(text: str) -> list[str]:
 
 
 def split_tall_figure(png: bytes, max_ratio: float = 0.85) -> list[bytes]:
-    """A figure taller than wide (rows of panels) cut at its blank horizontal bands into pieces at
-    most ``max_ratio`` times as tall as wide, so that each fills a slide's width legibly."""
+    """A figure clearly taller than wide (rows of panels) cut at its blank horizontal bands into
+    pieces at most about ``max_ratio`` times as tall as wide, so that each fills a slide's width
+    legibly (a last piece of a legend alone stays with the row above it)."""
     import io
 
     import numpy as np
@@ -688,7 +689,7 @@ def split_tall_figure(png: bytes, max_ratio: float = 0.85) -> list[bytes]:
 
     img = Image.open(io.BytesIO(png))
     width, height = img.size
-    if height <= max_ratio * width:
+    if height <= 1.1 * width:  # about square or wide: it fits a slide whole
         return [png]
     grey = np.asarray(img.convert("L"))
     blank = (grey >= 250).all(axis=1)
@@ -707,6 +708,8 @@ def split_tall_figure(png: bytes, max_ratio: float = 0.85) -> list[bytes]:
             pieces.append((top, a))
             top = a
     pieces.append((top, height))
+    if len(pieces) > 1 and pieces[-1][1] - pieces[-1][0] < 0.15 * height:  # a legend alone: with the row above
+        pieces[-2:] = [(pieces[-2][0], height)]
     out = []
     for a, b in pieces:
         buf = io.BytesIO()
