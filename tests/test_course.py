@@ -416,7 +416,7 @@ def test_problem_set_bundle_and_student_notebook(course, number):
 @pytest.mark.course
 def test_bundle_grades_as_gradescope_runs_it(course, tmp_path):
     """Gradescope's layout: the bundle unzipped into ``/autograder/source``, a submission (the zip
-    that the export cell makes) in ``/autograder/submission``; the bundle's ``run_otter.py`` (what
+    that the export cell makes, unpacked) in ``/autograder/submission``; the bundle's ``run_otter.py`` (what
     ``run_autograder`` runs after activating the environment that ``setup.sh`` built) writes
     ``/autograder/results/results.json``. Here ``/autograder`` is a temporary folder and the
     environment is the test's own (no fresh install: setup.sh needs the network and the release tag)."""
@@ -429,10 +429,11 @@ def test_bundle_grades_as_gradescope_runs_it(course, tmp_path):
     setup = (root / "source" / "setup.sh").read_text()
     assert "mamba env create -f /autograder/source/environment.yml" in setup
     assert "python /autograder/source/run_otter.py" in (root / "source" / "run_autograder").read_text()
-    (root / "submission").mkdir()
     (root / "results").mkdir()
-    with zipfile.ZipFile(root / "submission" / "ps1_2026_01_01T00_00_00.zip", "w") as z:
+    # the student uploads the export cell's zip; Gradescope unpacks it into /autograder/submission
+    with zipfile.ZipFile(tmp_path / "ps1_2026_01_01T00_00_00.zip", "w") as z:
         z.write(ps / "solutions" / "ps1.ipynb", "ps1.ipynb")
+    zipfile.ZipFile(tmp_path / "ps1_2026_01_01T00_00_00.zip").extractall(root / "submission")
     script = (root / "source" / "run_otter.py").read_text().replace('"/autograder"', repr(str(root)))
     assert repr(str(root)) in script
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root / "source")
