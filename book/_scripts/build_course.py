@@ -912,7 +912,7 @@ def expand_needs(src: str) -> str:
     return _NEEDS.sub(one, src)
 
 
-def install_cell(name: str):
+def install_cell():
     """The problem set's first cells: the chapters' install cell (attnlab and otter-grader, from the
     release, where they do not import: Colab) and otter's set-up."""
     install = nbformat.v4.new_code_cell(
@@ -920,7 +920,8 @@ def install_cell(name: str):
         "try:\n    import attnlab\n    import otter\nexcept ImportError:\n"
         f'    %pip install --quiet "attnlab[notebook] @ {release_spec()}"\n')
     install.metadata["tags"] = ["remove-cell"]
-    setup = nbformat.v4.new_code_cell(f'import otter\n\ngrader = otter.Notebook("{name}.ipynb")')
+    # no notebook name: a renamed download ("ps3 (1).ipynb") or a graded copy still finds its tests
+    setup = nbformat.v4.new_code_cell("import otter\n\ngrader = otter.Notebook()")
     return [install, setup]
 
 
@@ -929,7 +930,7 @@ def embed_public_tests(notebook: Path) -> None:
     made next to it) where they are missing: a notebook opened alone (Colab) can check itself."""
     tests = {p.name: p.read_text() for p in sorted((notebook.parent / "tests").glob("*.py"))}
     nb = nbformat.read(notebook, as_version=4)
-    (i, cell), = [(i, c) for i, c in enumerate(nb.cells) if "grader = otter.Notebook(" in c.source]
+    (cell,) = [c for c in nb.cells if "grader = otter.Notebook(" in c.source]
     cell.source = ("# The public tests, written to tests/ where this notebook was opened without them (Colab)\n"
                    "import os\n\n"
                    f"_PUBLIC_TESTS = {json.dumps(tests, indent=1)}\n"
@@ -971,7 +972,7 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
             if cell.cell_type == "code":
                 cell.source = expand_needs(cell.source)
         first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")  # after the title
-        nb.cells[first:first] = install_cell(name)
+        nb.cells[first:first] = install_cell()
         master = src_dir / f"{name}.ipynb"
         nbformat.write(nb, master)
         target = dest / name
