@@ -453,6 +453,7 @@ def _scores(csv_path: Path) -> dict:
 
 
 @pytest.mark.course
+@pytest.mark.grading
 @pytest.mark.parametrize("number", [lec["number"] for lec in PLAN["lectures"]])
 def test_wrong_submissions_score_low(course, number, tmp_path):
     """Every problem set's wrong submissions (book/course/grading/wrong_submissions.yml: constants,
