@@ -341,7 +341,7 @@ def test_binder_environment_matches_pyproject_and_installs_the_project_in_postbu
     from packaging.utils import canonicalize_name
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + sum((project["optional-dependencies"][k] for k in ("book", "test")), [])
+    wanted = project["dependencies"] + sum((project["optional-dependencies"][k] for k in ("book", "notebook", "test")), [])
     wanted = {canonicalize_name(r.name): r for r in map(Requirement, wanted)}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)

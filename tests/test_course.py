@@ -24,6 +24,7 @@ yaml = pytest.importorskip("yaml")
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 sys.path.insert(0, str(BOOK / "_scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
 import build_course  # noqa: E402
 
 CHAPTERS = build_course.chapter_names()
@@ -137,9 +138,31 @@ def test_student_notebooks_have_no_solution(course):
         prints = build_course.solution_fingerprints(full)
         assert prints or name == "00_preface", name
         assert build_course.leaks(text, prints) == [], name
-        # everything else is kept
-        kept = [c.source for c in full.cells if "solution" not in c.metadata.get("tags", [])]
-        assert [c.source for c in student.cells] == kept
+        # everything else is kept (the markdown as Jupyter shows it), with an answer cell after each exercise
+        kept = [c for c in full.cells if "solution" not in c.metadata.get("tags", [])]
+        shown = [c for c in student.cells if "answer" not in c.metadata.get("tags", [])]
+        assert [c.source for c in shown if c.cell_type == "code"] == [c.source for c in kept if c.cell_type == "code"]
+        assert len(shown) == len(kept), name
+
+
+@pytest.mark.course
+def test_student_notebooks_read_as_jupyter_shows_them(course):
+    """No MyST markup in Jupyter (directives, roles, targets): exercises titled as in the book, each
+    followed by an empty answer cell."""
+    for name in CHAPTERS:
+        student = nbformat.read(course / "student" / "notebooks" / f"{name}.ipynb", as_version=4)
+        text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+        assert not re.search(r"^(:{3,}|`{3,})\{", text, flags=re.M), name
+        assert not re.search(r"\{\w+(:\w+)?\}`", text), (name, re.search(r".{30}\{\w+(:\w+)?\}`.{30}", text))
+        assert not re.search(r"^\([\w-]+\)=", text, flags=re.M), name
+        n_ex = len(re.findall(r"^:{3,}\{exercise\}", (BOOK / "md" / f"{name}.md").read_text(), flags=re.M))
+        answers = [i for i, c in enumerate(student.cells) if "answer" in c.metadata.get("tags", [])]
+        assert len(answers) == n_ex, name
+        for i in answers:
+            before = student.cells[i - 1]
+            assert before.cell_type == "markdown" and "**Exercise" in before.source or \
+                "answer" in before.metadata.get("tags", []), (name, i)
+            assert student.cells[i].source.startswith("# Your answer to Exercise")
 
 
 @pytest.mark.course
@@ -267,53 +290,249 @@ def test_slide_decks_work_offline(course):
     assert (slides / "_vendor" / "mathjax" / "MathJax.js").is_file()
 
 
-def _otter_score(autograder: Path, notebook: Path, out: Path) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "otter", "run", "-a", str(autograder), "-o", str(out), str(notebook)],
-                   check=True, capture_output=True, text=True, cwd=notebook.parent)
-    results = json.loads((out / "results.json").read_text())
-    return {t["name"]: (t["score"], t["max_score"]) for t in results["tests"] if t["name"] != "Public Tests"}
+def test_tall_figure_is_cut_into_rows_and_a_square_one_is_not():
+    """Chapter 5's six-panel figure (three rows of two) becomes two pieces, each at most about as
+    tall as wide, the full width of the original; a
+    square figure stays whole."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    nb = build_course.read_chapter("05_state_evolution")
+    tall = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            png = o.get("data", {}).get("image/png")
+            if png:
+                img = Image.open(io.BytesIO(base64.b64decode(png)))
+                if img.size[1] > 1.2 * img.size[0]:
+                    tall.append(base64.b64decode(png))
+    assert tall, "no tall figure in Chapter 5"
+    pieces = build_course.split_tall_figure(tall[0])
+    whole = Image.open(io.BytesIO(tall[0]))
+    sizes = [Image.open(io.BytesIO(p)).size for p in pieces]
+    assert len(pieces) >= 2 and sum(h for _, h in sizes) == whole.size[1]
+    assert all(w == whole.size[0] and h <= 1.0 * w for w, h in sizes), sizes
+    square = io.BytesIO()
+    Image.fromarray(np.full((300, 320, 3), 255, np.uint8)).save(square, format="PNG")
+    assert build_course.split_tall_figure(square.getvalue()) == [square.getvalue()]
+
+
+def test_slide_points_name_existing_sections():
+    """Every section of book/course/slides/points.yml is a heading of its chapter (a renamed heading
+    would silently lose its slide text), and its slide shows the points, the book's text in the notes."""
+    points = build_course.slide_points()
+    assert len(points) == len(CHAPTERS)
+    for name, sections in points.items():
+        headings = {re.sub(r"^#+\s*", "", h).strip()
+                    for h in re.findall(r"^##? .+$", (BOOK / "md" / f"{name}.md").read_text(), flags=re.M)}
+        assert not set(sections) - headings, (name, sorted(set(sections) - headings))
+    lecture = next(lec for lec in PLAN["lectures"] if "02_solvable_model" in lec["chapters"])
+    cells = build_course.lecture_notebook(lecture).cells
+    i = next(i for i, c in enumerate(cells) if c.source.startswith("## The teacher"))
+    assert cells[i].source.count("\n* ") == len(points["02_solvable_model"]["The teacher"])
+    assert cells[i + 1].metadata["slideshow"]["slide_type"] == "notes"
+    assert "produced by a *teacher*" in cells[i + 1].source
+
+
+_MEASURE_SLIDES = """
+const R = window.Reveal, out = [];
+for (const s of R.getSlides()) {
+  const i = R.getIndices(s);
+  R.slide(i.h, i.v);
+  out.push([i.h, i.v || 0, s.scrollHeight, s.scrollWidth, (s.textContent || '').trim().slice(0, 50)]);
+}
+return out;"""
+
+
+@pytest.mark.course
+def test_no_slide_overflows_1280x720(course):
+    """Every slide of every deck fits the 1280x720 slide in Chromium (no scrolling slide); deck
+    titles name the lecture; citations read author-year; the slides carry speaker notes."""
+    import time
+
+    from browser import start_chromium
+
+    for lec in PLAN["lectures"]:
+        deck = course / "slides" / f"lecture{lec['number']:02d}.html"
+        text = deck.read_text()
+        assert f"<title>Lecture {lec['number']}: {lec['title']}</title>" in text
+        assert "chapters 0" not in text and 'class="notes"' in text
+        for key in build_course.bibliography():
+            assert key not in text, (deck.name, key)
+        drv = start_chromium(1280, 720)
+        try:
+            drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                {"width": 1280, "height": 720, "deviceScaleFactor": 1, "mobile": False})
+            drv.get(deck.as_uri())
+            for _ in range(150):
+                if drv.execute_script("return !!(window.Reveal && window.Reveal.isReady && window.Reveal.isReady())"):
+                    break
+                time.sleep(0.2)
+            drv.execute_script("return MathJax.Hub.Queue(['Typeset', MathJax.Hub])")
+            time.sleep(2)  # MathJax typesets every slide (it changes their heights)
+            slides = drv.execute_script(_MEASURE_SLIDES)
+        finally:
+            drv.quit()
+        assert len(slides) >= 10, deck.name
+        tall = [s for s in slides if s[2] > 720 or s[3] > 1280]
+        assert not tall, f"{deck.name}: slides larger than 1280x720: {tall}"
+
+
+import grade_folder  # noqa: E402
+import wrong_submissions  # noqa: E402
 
 
 @pytest.mark.course
 @pytest.mark.parametrize("number", [lec["number"] for lec in PLAN["lectures"]])
-def test_problem_set_solutions_pass_and_stubs_fail(course, number, tmp_path):
-    pytest.importorskip("otter")
-    ps = course / "assignments" / f"ps{number}"
-    zip_ = ps / "autograder" / "autograder.zip"
-    assert zip_.exists()
-    # a grading service builds its environment from the bundle: it must install attnlab at the release
+def test_problem_set_bundle_and_student_notebook(course, number):
+    """The bundle installs attnlab at the release on Python 3.11 and holds the requirements.txt the
+    course plan promises; the student notebook starts with the chapters' install cell (attnlab with
+    otter-grader), has no solution and no hidden test, and carries its public tests for Colab."""
     import zipfile
 
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    env = zipfile.ZipFile(zip_).read("environment.yml").decode()
-    assert f"attnlab @ git+{repo['url']}@{repo['branch']}" in env
-    student_nb = ps / "student" / f"ps{number}.ipynb"
-    # the student notebook has stubs, no solution and no hidden test
-    nb = nbformat.read(student_nb, as_version=4)
-    assert not any("BEGIN SOLUTION" in c.source for c in nb.cells)
-    assert "hidden: true" not in json.dumps(nb.metadata) and '"hidden": true' not in json.dumps(nb.metadata)
-    solved = _otter_score(zip_, ps / "autograder" / f"ps{number}.ipynb", tmp_path / "solution")
-    stub = _otter_score(zip_, student_nb, tmp_path / "stub")
-    assert solved and set(solved) == set(stub)
-    for q, (score, max_score) in solved.items():
-        assert score == max_score > 0, f"ps{number} {q}: the solution scores {score}/{max_score}"
-        assert stub[q][0] == 0, f"ps{number} {q}: the stub scores {stub[q][0]}"
+    ps = course / "assignments" / f"ps{number}"
+    bundle = zipfile.ZipFile(ps / "autograder" / "autograder.zip")
+    env = yaml.safe_load(bundle.read("environment.yml"))
+    assert "python=3.11" in env["dependencies"]
+    spec = f"attnlab @ {build_course.release_spec()}"
+    assert spec in env["dependencies"][-1]["pip"]
+    assert spec in bundle.read("requirements.txt").decode()
+    assert json.loads(bundle.read("otter_config.json"))["show_hidden"] is True
+    nb = nbformat.read(ps / "student" / f"ps{number}.ipynb", as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "remove-cell" in first.metadata["tags"]
+    assert f'%pip install --quiet "attnlab[notebook] @ {build_course.release_spec()}"' in first.source
+    assert "import otter" in first.source
+    text = nbformat.writes(nb) + "".join(p.read_text() for p in (ps / "student" / "tests").glob("*.py"))
+    assert "BEGIN SOLUTION" not in text and "'hidden': True" not in text and "hidden: true" not in text
+    assert "_PUBLIC_TESTS" in text and "'hidden': False" in text
+    # the export cell: students submit the zip it makes
+    assert any("grader.export(" in c.source for c in nb.cells)
+
+
+@pytest.mark.course
+def test_bundle_grades_as_gradescope_runs_it(course, tmp_path):
+    """Gradescope's layout: the bundle unzipped into ``/autograder/source``, a submission (the zip
+    that the export cell makes, unpacked) in ``/autograder/submission``; the bundle's ``run_otter.py`` (what
+    ``run_autograder`` runs after activating the environment that ``setup.sh`` built) writes
+    ``/autograder/results/results.json``. Here ``/autograder`` is a temporary folder and the
+    environment is the test's own (no fresh install: setup.sh needs the network and the release tag)."""
+    import zipfile
+
+    pytest.importorskip("otter")
+    ps = course / "assignments" / "ps1"
+    root = tmp_path / "autograder"
+    zipfile.ZipFile(ps / "autograder" / "autograder.zip").extractall(root / "source")
+    setup = (root / "source" / "setup.sh").read_text()
+    assert "mamba env create -f /autograder/source/environment.yml" in setup
+    assert "python /autograder/source/run_otter.py" in (root / "source" / "run_autograder").read_text()
+    (root / "results").mkdir()
+    # the student uploads the export cell's zip; Gradescope unpacks it into /autograder/submission
+    with zipfile.ZipFile(tmp_path / "ps1_2026_01_01T00_00_00.zip", "w") as z:
+        z.write(ps / "solutions" / "ps1.ipynb", "ps1.ipynb")
+    zipfile.ZipFile(tmp_path / "ps1_2026_01_01T00_00_00.zip").extractall(root / "submission")
+    script = (root / "source" / "run_otter.py").read_text().replace('"/autograder"', repr(str(root)))
+    assert repr(str(root)) in script
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root / "source")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    tests = [t for t in results["tests"] if t["name"] != "Public Tests"]
+    assert tests and all(t["score"] == t["max_score"] > 0 for t in tests), tests
+    # hidden results are shown after the grades are published
+    assert all(t.get("visibility") in (None, "visible", "after_published") for t in results["tests"])
+
+
+def _scores(csv_path: Path) -> dict:
+    import csv
+
+    with open(csv_path) as f:
+        return {row["submission"]: row for row in csv.DictReader(f)}
+
+
+@pytest.mark.course
+@pytest.mark.grading
+@pytest.mark.parametrize("number", [lec["number"] for lec in PLAN["lectures"]])
+def test_wrong_submissions_score_low(course, number, tmp_path):
+    """Every problem set's wrong submissions (book/course/grading/wrong_submissions.yml: constants,
+    factor-2 slips, a wrong softmax axis, swapped starts, sign errors), graded as the instructor
+    grades a class (grade_folder.py over a folder, otter run each): the wrong question scores at most
+    its declared partial credit (0 for all but partly right work); the solution scores full, the
+    untouched student notebook 0; where a cell stops with the student's own error, the feedback
+    shows it."""
+    pytest.importorskip("otter")
+    ps = course / "assignments" / f"ps{number}"
+    folder = tmp_path / "submissions"
+    wrong = wrong_submissions.write_wrong_set(f"ps{number}", ps / "solutions" / f"ps{number}.ipynb", folder)
+    assert len(wrong) >= 4
+    shutil.copy2(ps / "solutions" / f"ps{number}.ipynb", folder / "solution.ipynb")
+    shutil.copy2(ps / "student" / f"ps{number}.ipynb", folder / "stub.ipynb")
+    out = tmp_path / "graded" / "class"  # does not exist yet: the command creates it
+    res = subprocess.run([sys.executable, str(BOOK / "_scripts" / "grade_folder.py"),
+                          str(ps / "autograder" / "autograder.zip"), str(folder), "-o", str(out),
+                          "-j", str(max(1, min(4, os.cpu_count() or 1)))], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    rows = _scores(out / "scores.csv")
+    assert set(rows) == set(wrong) | {"solution.ipynb", "stub.ipynb"}
+    full = float(rows["solution.ipynb"]["max"])
+    assert full > 0 and float(rows["solution.ipynb"]["total"]) == full, rows["solution.ipynb"]
+    assert float(rows["stub.ipynb"]["total"]) == 0, rows["stub.ipynb"]
+    for name, spec in wrong.items():
+        for q, most in spec["max"].items():
+            assert float(rows[name][q]) <= most, f"ps{number} {name}: {q} scores {rows[name][q]}, at most {most}"
+        if spec["feedback"]:
+            text = (out / Path(name).stem / "results.json").read_text()
+            assert spec["feedback"] in text, f"ps{number} {name}: the feedback does not show {spec['feedback']!r}"
+    print(res.stdout)
+
+
+def test_grade_folder_refuses_bad_arguments(tmp_path, capsys):
+    """One line and exit 2 for a missing bundle, a missing folder or a folder without submissions."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bundle.zip").write_bytes(b"")
+    for argv, words in ((["nope.zip", str(tmp_path), "-o", str(tmp_path / "o")], "no file"),
+                        ([str(tmp_path / "bundle.zip"), str(tmp_path / "nope"), "-o", str(tmp_path / "o")], "no folder"),
+                        ([str(tmp_path / "bundle.zip"), str(tmp_path / "empty"), "-o", str(tmp_path / "o")], "no .ipynb")):
+        with pytest.raises(SystemExit) as exc:
+            grade_folder.main(argv)
+        assert exc.value.code == 2 and words in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.course
 def test_student_html_hides_solutions(tmp_path):
-    """The student HTML build of one chapter (the preface: fast to execute) has no solution."""
-    found = build_course.build_student_html(tmp_path, ["00_preface"])
+    """The student HTML build of one chapter (the preface: fast to execute) has no solution, and its
+    launch buttons open the student repository (``--student-repo``)."""
+    found = build_course.build_student_html(tmp_path, ["00_preface"], "https://github.com/teacher/ps-students@2026")
     assert found == {}
     page = (tmp_path / "student" / "html" / "book" / "00_preface.html").read_text()
     assert "ex-ch0-params" in page or "Exercise" in page  # the exercises are there
     assert "solution-content" not in page and "Every parameter is validated" not in page
-    # the page's download button serves the student notebook
+    # the page's download button serves the student notebook; the launch buttons open the student
+    # repository's notebooks, not the release's full chapters; no "Notes for instructors" in the sidebar
     assert '_sources/book/00_preface.ipynb' in page
+    main = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert main not in page and main.replace("https://github.com/", "") not in page
+    assert "https://colab.research.google.com/github/teacher/ps-students/blob/2026/notebooks/00_preface.ipynb" in page
+    assert "urlpath=lab/tree/notebooks/00_preface.ipynb" in page and "mybinder.org/v2/gh/teacher/ps-students/2026" in page
+    assert "Notes for instructors" not in page and "instructor_notes" not in page
     served = nbformat.read(tmp_path / "student" / "html" / "_sources" / "book" / "00_preface.ipynb", as_version=4)
     assert not any("solution" in c.metadata.get("tags", []) for c in served.cells)
     assert "Every parameter is validated" not in nbformat.writes(served)
+
+
+def test_student_edition_without_student_repo_has_no_launch_buttons(tmp_path):
+    """The default student edition: no Colab, Binder or live-code button and no repository icon
+    (they would open the release's full chapters); the full book's table of contents without the
+    instructor notes."""
+    cfg = yaml.safe_load(build_course.student_config(tmp_path / "out").read_text())
+    assert "repository" not in cfg and cfg["html"]["use_repository_button"] is False
+    assert cfg["launch_buttons"]["binderhub_url"] == cfg["launch_buttons"]["colab_url"] == ""
+    assert cfg["launch_buttons"]["thebe"] is False
+    toc = build_course.student_toc(tmp_path / "out", CHAPTERS).read_text()
+    assert "instructor_notes" not in toc and "book/appendix/course_plan" in toc
 
 
 # --------------------------------------------------------------------------- retarget

@@ -161,32 +161,91 @@ def leaks(text: str, fingerprints: list[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- student
 
-def build_student(out: Path, chapters: list[str], html_build: bool) -> dict:
+_EXERCISE_LABEL = re.compile(r"^(:{3,})\{exercise\}[^\n]*\n:label: (\S+)$", re.M)
+
+
+def student_markdown(src: str, values: dict) -> str:
+    """A chapter's MyST markdown as Jupyter shows it: directives unwrapped under a bold title
+    (an exercise titled as in the book, "Exercise 3.2"), roles and glued numbers as text,
+    targets ``(label)=`` dropped."""
+    titles = label_titles()
+    src = _EXERCISE_LABEL.sub(lambda m: f"{m.group(1)}{{exercise}} {titles.get(m.group(2), 'Exercise')}", src)
+    src = re.sub(r"^\([\w-]+\)=\s*$\n?", "", src, flags=re.M)
+    return slide_markdown(src, values, BIB)
+
+
+def student_notebook(full):
+    """The student notebook of a chapter: no solution cells, no MyST markup in its markdown cells
+    (:func:`student_markdown`), and an empty answer cell after every exercise."""
+    nb = remove_tagged(full)
+    values = glued(full)
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            cells.append(cell)
+            continue
+        titles = [label_titles().get(label, "the exercise") for label in
+                  re.findall(r"^:{3,}\{exercise\}[^\n]*\n:label: (\S+)$", cell.source, flags=re.M)]
+        cell.source = student_markdown(cell.source, values)
+        cells.append(cell)
+        for title in titles:
+            answer = nbformat.v4.new_code_cell(f"# Your answer to {title} (code here; for a written answer,"
+                                               " change this cell to Markdown)\n")
+            answer.metadata["tags"] = ["answer"]
+            cells.append(answer)
+    nb.cells = cells
+    return nb
+
+
+def build_student(out: Path, chapters: list[str], html_build: bool, student_repo: str | None = None) -> dict:
     dest = out / "student" / "notebooks"
     dest.mkdir(parents=True, exist_ok=True)
     _copy_data(dest)
     found = {}
     for name in chapters:
         full = read_chapter(name)
-        student = remove_tagged(full)
+        student = student_notebook(full)
         nbformat.write(student, dest / f"{name}.ipynb")
         bad = leaks(json.dumps([c.source for c in student.cells]), solution_fingerprints(full))
         bad += leaks(nbformat.writes(student), solution_fingerprints(full))
         if bad:
             found[f"student/notebooks/{name}.ipynb"] = bad
     if html_build:
-        found.update(build_student_html(out, chapters))
+        found.update(build_student_html(out, chapters, student_repo))
     if found:
         raise SystemExit(f"solution code or text in the student edition: {found}")
     return {"notebooks": len(chapters)}
 
 
-def student_config(out: Path) -> Path:
-    """_config.yml with hide_solutions, written next to the student edition."""
+#: Pages of the book that the student edition leaves out of its table of contents (and sidebar).
+INSTRUCTOR_ONLY = ("book/appendix/instructor_notes",)
+
+
+def student_config(out: Path, student_repo: str | None = None) -> Path:
+    """_config.yml with hide_solutions, written next to the student edition.
+
+    The launch buttons and the repository icon of the book open the release's full chapters
+    (solutions and all). Without ``student_repo`` the student edition has neither (and no
+    "live code", whose Binder session holds the full repository); a page's download button
+    serves the student notebook. With ``student_repo`` (``URL@BRANCH``, a repository that holds
+    only the student notebooks, in ``notebooks/``: :data:`STUDENT_REPO_LAYOUT`) they open that."""
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     cfg["title"] = cfg["title"] + " (student edition)"
-    cfg.setdefault("sphinx", {}).setdefault("config", {})["hide_solutions"] = True
+    sphinx_cfg = cfg.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx_cfg["hide_solutions"] = True
+    # the preface's link to the instructor notes (a page the student edition does not have)
+    # reads as plain text; the main build checks every link of the same sources
+    sphinx_cfg["suppress_warnings"] = [*sphinx_cfg.get("suppress_warnings", []), "myst.xref_missing"]
     cfg.setdefault("execute", {})["cache"] = str(ROOT / "_build" / ".jupyter_cache")
+    if student_repo:
+        url, _, branch = student_repo.partition("@")
+        cfg["repository"] = {"url": url, "path_to_book": "notebooks", "branch": branch or "main"}
+        cfg["launch_buttons"]["thebe"] = False
+    else:
+        cfg.pop("repository", None)
+        cfg["html"]["use_repository_button"] = False
+        cfg["launch_buttons"] = {"notebook_interface": cfg["launch_buttons"]["notebook_interface"],
+                                 "binderhub_url": "", "colab_url": "", "thebe": False}
     # jupyter-book resolves the local extensions' folders against the config file's folder
     local = cfg.get("sphinx", {}).get("local_extensions") or {}
     cfg["sphinx"]["local_extensions"] = {k: str(ROOT / v) for k, v in local.items()}
@@ -197,20 +256,35 @@ def student_config(out: Path) -> Path:
     return path
 
 
-def build_student_html(out: Path, chapters: list[str]) -> dict:
-    cfg = student_config(out)
-    work = work_dir(out) / "student_build"
-    cmd = ["jupyter-book", "build", str(ROOT), "--config", str(cfg), "--path-output", str(work),
-           "-n", "--keep-going"]
+#: Where the launch buttons of a student edition built with ``--student-repo URL@BRANCH`` look:
+#: the ``student/notebooks/`` folder of the build, pushed as ``notebooks/`` of that repository.
+STUDENT_REPO_LAYOUT = "notebooks/NN_name.ipynb (the build's student/notebooks/ folder)"
+
+
+def student_toc(out: Path, chapters: list[str]) -> Path:
+    """The table of contents of the student edition: ``_toc.yml`` without :data:`INSTRUCTOR_ONLY`
+    (for some chapters only: those chapters)."""
     if sorted(chapters) == chapter_names():
-        cmd.append("-W")  # the whole book: warning-free, like the main build
+        toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+        for part in toc["parts"]:
+            part["chapters"] = [c for c in part["chapters"] if c["file"] not in INSTRUCTOR_ONLY]
     else:  # some chapters only: their own table of contents; links to the others warn
         toc = {"format": "jb-book", "root": f"book/{chapters[0]}"}
         if chapters[1:]:
             toc["chapters"] = [{"file": f"book/{c}"} for c in chapters[1:]]
-        path = work_dir(out) / "_toc_student.yml"
-        path.write_text(yaml.safe_dump(toc, sort_keys=False))
-        cmd += ["--toc", str(path)]
+    path = work_dir(out) / "_toc_student.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(toc, sort_keys=False))
+    return path
+
+
+def build_student_html(out: Path, chapters: list[str], student_repo: str | None = None) -> dict:
+    cfg = student_config(out, student_repo)
+    work = work_dir(out) / "student_build"
+    cmd = ["jupyter-book", "build", str(ROOT), "--config", str(cfg), "--path-output", str(work),
+           "--toc", str(student_toc(out, chapters)), "-n", "--keep-going"]
+    if sorted(chapters) == chapter_names():
+        cmd.append("-W")  # the whole book: warning-free, like the main build
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"student HTML build failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
@@ -224,9 +298,13 @@ def build_student_html(out: Path, chapters: list[str]) -> dict:
         # the pages' download button serves _sources/: the student notebook, not the full one
         source = target / "_sources" / "book" / f"{name}.ipynb"
         if source.exists():
-            nbformat.write(remove_tagged(full), source)
+            nbformat.write(student_notebook(full), source)
+        page = target / "book" / f"{name}.html"
+        if page.exists() and student_repo:
+            # the theme opens PATH_TO_BOOK/book/NAME.ipynb; the student repository holds notebooks/NAME.ipynb
+            page.write_text(page.read_text().replace("/notebooks/book/", "/notebooks/"))
         prints = solution_fingerprints(full)
-        for path in (target / "book" / f"{name}.html", source):
+        for path in (page, source):
             if path.exists():
                 text = path.read_text()
                 bad = leaks(html_text(text) if path.suffix == ".html" else text, prints)
@@ -357,9 +435,36 @@ def vendor() -> Path:
     return VENDOR_CACHE
 
 
-#: How a ``{cite}`` role reads outside the book (slides, answers).
-BIB = {"cui2024phase": "Cui, Behrens, Krzakala, Zdeborová (2024)"}
-_ROLE = re.compile(r"\{(\w+)(?::\w+)?\}`([^`]*)`")
+@functools.lru_cache(maxsize=1)
+def bibliography() -> dict:
+    """``{key: (authors, year)}`` of ``references.bib`` (pybtex, LaTeX accents decoded): authors as
+    the book's author-year citations show them ("Cui et al.", "Kingma and Ba")."""
+    from pybtex.database import parse_file
+    from pybtex.richtext import Text
+
+    plain = lambda latex: Text.from_latex(latex).render_as("text")
+    bib = {}
+    for key, entry in parse_file(str(ROOT / "references.bib")).entries.items():
+        last = [plain(" ".join(person.last_names)) for person in entry.persons.get("author", [])]
+        names = (last[0] if len(last) == 1 else f"{last[0]} and {last[1]}" if len(last) == 2
+                 else f"{last[0]} et al.")
+        bib[key] = (names, entry.fields.get("year", "n.d."))
+    return bib
+
+
+def cite_text(kind: str, keys: str, bib: dict | None = None) -> str:
+    """A ``{cite:p}`` (parenthetical: "(Cui et al., 2024; Kingma and Ba, 2015)") or ``{cite:t}``
+    (textual: "Cui et al. (2024)") role as author-year text."""
+    bib = bib or bibliography()
+    refs = [bib.get(k.strip(), (k.strip(), "")) for k in keys.split(",")]
+    if kind == "t":
+        return ", ".join(f"{a} ({y})" for a, y in refs)
+    return "(" + "; ".join(f"{a}, {y}" for a, y in refs) + ")"
+
+
+#: How ``{cite}`` roles read outside the book (slides, answers, student notebooks): from references.bib.
+BIB = None
+_ROLE = re.compile(r"\{(\w+)(?::(\w+))?\}`([^`]*)`")
 
 
 @functools.lru_cache(maxsize=1)
@@ -385,9 +490,9 @@ def plain_roles(src: str, bib: dict) -> str:
     titles = label_titles()
 
     def role(m):
-        kind, text = m.group(1), m.group(2)
+        kind, sub, text = m.group(1), m.group(2), m.group(3)
         if kind == "cite":
-            return ", ".join(bib.get(k.strip(), k.strip()) for k in text.split(","))
+            return cite_text(sub or "p", text, bib)
         text = re.sub(r"^(.*)<(.*)>$", r"\1", text).strip()
         if kind in ("func", "class", "meth", "mod", "attr", "data", "obj"):
             return f"`{text.lstrip('~').split('.')[-1] if text.startswith('~') else text}`"
@@ -497,47 +602,219 @@ def chapter_slides(src: str) -> list[tuple[str, str]]:
     return [(kind, "\n\n".join(body) if isinstance(body, list) else body) for kind, body in slides]
 
 
+#: The slides' own text: per chapter, per section heading, the points a slide shows
+#: (the section's paragraphs go to the speaker notes). Sections without points show the first
+#: sentence of their first paragraph.
+SLIDE_POINTS = COURSE / "slides" / "points.yml"
+#: A prf block (definition, result, algorithm) longer than this is split over several slides.
+BLOCK_CHARS = 520
+#: Sections about the book's sliders: in a deck, a slide that sends to the book's page.
+_EXPLORE = re.compile(r"^##\s+Explore\b")
+
+
+@functools.lru_cache(maxsize=1)
+def slide_points() -> dict:
+    return yaml.safe_load(SLIDE_POINTS.read_text()) if SLIDE_POINTS.exists() else {}
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence (a full stop, outside ``$...$`` math)."""
+    in_math = False
+    for i, ch in enumerate(text):
+        if ch == "$":
+            in_math = not in_math
+        elif ch in ".?!" and not in_math:
+            end = i + 1
+            while end < len(text) and text[end] in "*_)":  # the end of the emphasis it closes
+                end += 1
+            if end == len(text) or text[end] in " \n":
+                return text[:end]
+    return text
+
+
+def chapter_names_text(chapters: list[str]) -> str:
+    """"Preface and Chapter 1", "Chapter 5", "Chapters 2 and 3"."""
+    numbers = [int(c[:2]) for c in chapters if int(c[:2]) > 0]
+    parts = ["Preface"] if any(int(c[:2]) == 0 for c in chapters) else []
+    if numbers:
+        parts.append(("Chapter " if len(numbers) == 1 else "Chapters ")
+                     + " and ".join(", ".join(map(str, numbers)).rsplit(", ", 1)))
+    return " and ".join(parts)
+
+
+def section_slide(name: str, text: str) -> tuple[str, str]:
+    """``(slide text, speaker notes)`` of a section: the heading with its points from
+    :data:`SLIDE_POINTS` (or the first sentence of its first paragraph); the notes carry the
+    section's paragraphs. A chapter's title keeps its learning goals."""
+    heading, _, body = text.partition("\n\n")
+    if heading.startswith("# ") and "**Learning goals" in body:
+        before, _, goals = re.sub(r"\n*\*\*Estimated time[^\n]*", "", body).partition("**Learning goals")
+        return f"{heading}\n\n**Learning goals{goals}".strip(), before.strip()
+    points = slide_points().get(name, {}).get(re.sub(r"^#+\s*", "", heading).strip())
+    if points:
+        shown = "\n".join(f"* {p}" for p in points)
+    else:
+        shown = first_sentence(body.strip())
+        if shown.rstrip().endswith(":"):  # it announces an equation: show it too
+            shown = body.strip()
+    return f"{heading}\n\n{shown}".strip(), body.strip()
+
+
+def split_block(text: str) -> list[str]:
+    """A long prf block as slides of at most about :data:`BLOCK_CHARS` characters, cut between
+    paragraphs (an equation stays with the paragraph before it); the first keeps the title."""
+    paragraphs = []
+    for par in text.split("\n\n"):  # a list: its items, so that a cut can fall between them
+        paragraphs += re.split(r"\n(?=(?:\d+\.|[*-]) )", par) if re.match(r"(?:\d+\.|[*-]) ", par) else [par]
+    chunks, current = [], []
+    for par in paragraphs:
+        if current and len("\n\n".join(current + [par])) > BLOCK_CHARS and not par.lstrip().startswith("$$"):
+            chunks.append(current)
+            current = []
+        current.append(par)
+    chunks.append(current)
+    title = paragraphs[0] if paragraphs[0].startswith("**") else ""
+    return ["\n\n".join(c) if i == 0 else f"{title.rstrip('*')} (continued)**\n\n" + "\n\n".join(c)
+            for i, c in enumerate(chunks)]
+
+
+def split_tall_figure(png: bytes, max_ratio: float = 0.85) -> list[bytes]:
+    """A figure clearly taller than wide (rows of panels) cut at its blank horizontal bands into
+    pieces at most about ``max_ratio`` times as tall as wide, so that each fills a slide's width
+    legibly (a last piece of a legend alone stays with the row above it)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png))
+    width, height = img.size
+    if height <= 1.1 * width:  # about square or wide: it fits a slide whole
+        return [png]
+    grey = np.asarray(img.convert("L"))
+    blank = (grey >= 250).all(axis=1)
+    cuts, start = [0], None
+    for y, b in enumerate(blank):
+        if b and start is None:
+            start = y
+        elif not b and start is not None:
+            if y - start >= 6 and start > 0:
+                cuts.append((start + y) // 2)
+            start = None
+    cuts.append(height)
+    pieces, top = [], 0
+    for a, b in zip(cuts[1:-1], cuts[2:]):
+        if b - top > max_ratio * width:  # the next band would make the piece too tall: cut here
+            pieces.append((top, a))
+            top = a
+    pieces.append((top, height))
+    if len(pieces) > 1 and pieces[-1][1] - pieces[-1][0] < 0.15 * height:  # a legend alone: with the row above
+        pieces[-2:] = [(pieces[-2][0], height)]
+    out = []
+    for a, b in pieces:
+        buf = io.BytesIO()
+        img.crop((0, a, width, b)).save(buf, format="PNG")
+        out.append(buf.getvalue())
+    return out
+
+
+def figure_cells(cell, tags) -> list:
+    """The slides of a code cell's figures (code hidden): one per piece of a tall figure."""
+    import base64
+
+    images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+    outputs = images if images else cell.outputs
+    groups = [outputs]
+    if len(images) == 1:
+        pieces = split_tall_figure(base64.b64decode(images[0]["data"]["image/png"]))
+        if len(pieces) > 1:
+            groups = [[nbformat.v4.new_output("display_data", data={
+                "image/png": base64.b64encode(p).decode(), "text/plain": "<Figure>"})] for p in pieces]
+    cells = []
+    for outs in groups:
+        new = nbformat.v4.new_code_cell(cell.source)
+        new.outputs = outs
+        new.metadata["tags"] = ["remove-input"]
+        cells.append(new)
+    return cells
+
+
 def lecture_notebook(lecture: dict):
-    """The deck of one lecture: per chapter, the title and learning goals, every section
-    heading (``#``/``##``, wherever it sits in a cell) with its first paragraph, every figure
-    (code hidden), every cell tagged ``slide``, and every exercise statement whole (cells
-    tagged ``solution``, ``remove-cell`` or ``skip-slide`` never)."""
+    """The deck of one lecture: per chapter, the title and learning goals; every section heading
+    (``#``/``##``, wherever it sits in a cell) with its points (:func:`section_slide`) and the
+    section's text as speaker notes; every figure (code hidden; tall ones cut into rows); every
+    cell tagged ``slide``; every exercise statement and prf block whole (long ones over several
+    slides). A section about the book's sliders ("Explore") becomes a slide that links to its
+    page, without its figures. Cells tagged ``solution``, ``remove-cell`` or ``skip-slide`` never."""
     title = nbformat.v4.new_markdown_cell(
         f"# Lecture {lecture['number']}: {lecture['title']}\n\n"
-        f"{lecture['minutes']} minutes · chapters {', '.join(c[:2] for c in lecture['chapters'])} "
+        f"{lecture['minutes']} minutes · {chapter_names_text(lecture['chapters'])} "
         "of *Positional and semantic attention: a solvable model* (attnlab)")
     slides = [("slide", title)]
     for name in lecture["chapters"]:
         nb = remove_tagged(read_chapter(name), tags=("solution", "remove-cell", "skip-slide"))
         values = glued(read_chapter(name))
         md = lambda text: nbformat.v4.new_markdown_cell(slide_markdown(text, values, BIB))
+        exploring = False
         for cell in nb.cells:
             tags = cell.metadata.get("tags", [])
             if cell.cell_type == "markdown" and "slide" in tags:
                 slides.append(("slide", md(cell.source)))
             elif cell.cell_type == "markdown":
-                slides += [(kind, md(text)) for kind, text in chapter_slides(cell.source)]
-            elif cell.cell_type == "code":
+                for kind, text in chapter_slides(cell.source):
+                    if kind == "subslide" and text.lstrip("`").startswith("{prf:remark}"):
+                        title, _, body = slide_markdown(text, values, BIB).partition("\n\n")
+                        slides += [("subslide", nbformat.v4.new_markdown_cell(f"{title}\n\n{first_sentence(body)}")),
+                                   ("notes", nbformat.v4.new_markdown_cell(body))]
+                        continue
+                    if kind == "subslide":
+                        slides += [("subslide", nbformat.v4.new_markdown_cell(part))
+                                   for part in split_block(slide_markdown(text, values, BIB))]
+                        continue
+                    exploring = bool(_EXPLORE.match(text))
+                    heading = text.partition("\n\n")[0]
+                    if exploring:
+                        anchor = re.sub(r"[^\w]+", "-", re.sub(r"^#+\s*", "", heading).lower()).strip("-")
+                        slides.append(("slide", md(f"{heading}\n\nThe explorer's sliders run in the book's page, "
+                                                   f"without a kernel: [open it]({name}.ipynb#{anchor}).")))
+                        continue
+                    shown, notes = section_slide(name, text)
+                    slides.append(("slide", md(shown)))
+                    if notes:
+                        slides.append(("notes", md(notes)))
+            elif cell.cell_type == "code" and not exploring:
                 images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
                 if images or "slide" in tags:
-                    new = nbformat.v4.new_code_cell(cell.source)
-                    new.outputs = images if images else cell.outputs
-                    new.metadata["tags"] = ["remove-input"]
-                    slides.append(("slide" if "slide" in tags else "subslide", new))
+                    slides += [("slide" if "slide" in tags else "subslide", c) for c in figure_cells(cell, tags)]
     for kind, cell in slides:
         cell.metadata["slideshow"] = {"slide_type": kind}
     nb = nbformat.v4.new_notebook(cells=[cell for _, cell in slides])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["title"] = f"Lecture {lecture['number']}: {lecture['title']}"
     return nb
 
 
 _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 {# offline: no mermaid module from a CDN (the chapters have no mermaid diagrams) #}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{# a tall figure (several panels) fits the slide instead of running off its bottom #}
+{# 1280x720 slides; a figure fits the slide's height (tall ones are cut into rows by build_course) #}
 {%- block html_head_css -%}
-<style>.reveal .jp-OutputArea-output img { max-height: 72vh; width: auto; max-width: 100%; }</style>
+<style>
+.reveal .jp-OutputArea-output img { max-height: 640px; width: auto; max-width: 100%; }
+.reveal .slides { font-size: 30px; text-align: left; }
+.reveal .slides h1 { font-size: 1.6em; } .reveal .slides h2 { font-size: 1.4em; }
+.reveal .slides h1, .reveal .slides h2 { text-transform: none; }
+.reveal .jp-RenderedHTMLCommon h1 { font-size: 52px; } .reveal .jp-RenderedHTMLCommon h2 { font-size: 42px; }
+.reveal .jp-InputPrompt, .reveal .jp-OutputPrompt { display: none; }
+.reveal .jp-OutputArea-output img { display: block; margin: 0 auto; }
+.reveal .jp-RenderedHTMLCommon p { font-size: 30px; line-height: 1.35; }
+.reveal .jp-RenderedHTMLCommon li { font-size: 27px; line-height: 1.3; }
+</style>
 {%- endblock html_head_css -%}
+{%- block footer_js -%}
+{{ super() }}
+<script>require(["{{ resources.reveal.url_prefix }}/dist/reveal.js"], function (R) { window.Reveal = R; });</script>
+{%- endblock footer_js -%}
 """
 
 #: Links of the chapters to other pages of the book (``appendix/api.md``, ``02_solvable_model.ipynb#x``):
@@ -566,7 +843,10 @@ def build_slides(out: Path, lectures: list[dict]) -> dict:
     (tpl / "conf.json").write_text(json.dumps({"base_template": "reveal", "mimetypes": {"text/html": True}}))
     c = Config()
     c.SlidesExporter.reveal_url_prefix = "_vendor/reveal.js"
-    c.SlidesExporter.reveal_scroll = True
+    c.SlidesExporter.reveal_scroll = False  # a slide fits 1280x720 (tests/test_course_slides.py checks)
+    c.SlidesExporter.reveal_width = "1280"
+    c.SlidesExporter.reveal_height = "720"
+    c.SlidesExporter.reveal_number = "c/t"
     c.SlidesExporter.reveal_theme = "white"
     c.SlidesExporter.require_js_url = "_vendor/require.js"
     c.SlidesExporter.jquery_url = "_vendor/jquery.min.js"
@@ -583,6 +863,7 @@ def build_slides(out: Path, lectures: list[dict]) -> dict:
         exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
         exporter.register_preprocessor(ExtractOutputPreprocessor(config=c), enabled=True)
         body, res = exporter.from_notebook_node(nb, resources={"output_files_dir": f"{stem}_files"})
+        body = body.replace(f"<title>{nb.metadata['title']} slides</title>", f"<title>{nb.metadata['title']}</title>")
         (dest / f"{stem}.html").write_text(link_to_student_book(body))
         for fname, data in res.get("outputs", {}).items():
             (dest / fname).parent.mkdir(parents=True, exist_ok=True)
@@ -593,12 +874,79 @@ def build_slides(out: Path, lectures: list[dict]) -> dict:
 
 # --------------------------------------------------------------------------- assignments
 
+def release_spec() -> str:
+    """``git+URL@TAG`` of the book's release (``repository`` in ``_config.yml``, as the chapters'
+    install cells)."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    return f"git+{repo['url']}@{repo['branch']}"
+
+
 def grading_requirements() -> str:
     """The packages the autograder's environment needs besides otter: attnlab at the book's
-    release (``repository`` in ``_config.yml``, as the install cells), with a CPU build of torch."""
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    release, with a CPU build of torch."""
     return ("--extra-index-url https://download.pytorch.org/whl/cpu\n"
-            f"attnlab @ git+{repo['url']}@{repo['branch']}\n")
+            f"attnlab @ {release_spec()}\n")
+
+
+def release_tag_exists() -> bool:
+    """Whether the release tag of ``_config.yml`` is a tag of this repository (``git tag``)."""
+    tag = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["branch"]
+    res = subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/tags/{tag}"], cwd=ROOT,
+                         capture_output=True, text=True)
+    return res.returncode == 0
+
+
+#: ``#: needs NAME, ...`` in a test cell of a problem set: replaced by a check that the names
+#: are defined, which names them and shows the student's own last error (not the test's NameError).
+_NEEDS = re.compile(r"^#: needs (.+)$", re.M)
+
+
+def expand_needs(src: str) -> str:
+    def one(m):
+        names = tuple(n.strip() for n in m.group(1).split(","))
+        return ("import sys as _sys\n"
+                f"_missing = [_n for _n in {names!r} if _n not in globals()]\n"
+                "assert not _missing, (', '.join(_missing) + ' is not defined: run the cell that defines it'\n"
+                "    + (f'; your notebook stopped with {type(_sys.last_value).__name__}: {_sys.last_value}'\n"
+                "       if getattr(_sys, 'last_value', None) is not None else ''))")
+    return _NEEDS.sub(one, src)
+
+
+def install_cell():
+    """The problem set's first cells: the chapters' install cell (attnlab and otter-grader, from the
+    release, where they do not import: Colab) and otter's set-up."""
+    install = nbformat.v4.new_code_cell(
+        "# Colab, or a kernel without attnlab and otter-grader: install them from the book's release.\n"
+        "try:\n    import attnlab\n    import otter\nexcept ImportError:\n"
+        f'    %pip install --quiet "attnlab[notebook] @ {release_spec()}"\n')
+    install.metadata["tags"] = ["remove-cell"]
+    # no notebook name: a renamed download ("ps3 (1).ipynb") or a graded copy still finds its tests
+    setup = nbformat.v4.new_code_cell("import otter\n\ngrader = otter.Notebook()")
+    return [install, setup]
+
+
+def embed_public_tests(notebook: Path) -> None:
+    """The student notebook's set-up cell writes its public tests (``tests/qN.py``, the files otter
+    made next to it) where they are missing: a notebook opened alone (Colab) can check itself."""
+    tests = {p.name: p.read_text() for p in sorted((notebook.parent / "tests").glob("*.py"))}
+    nb = nbformat.read(notebook, as_version=4)
+    (cell,) = [c for c in nb.cells if "grader = otter.Notebook(" in c.source]
+    cell.source = ("# The public tests, written to tests/ where this notebook was opened without them (Colab)\n"
+                   "import os\n\n"
+                   f"_PUBLIC_TESTS = {json.dumps(tests, indent=1)}\n"
+                   "os.makedirs(\"tests\", exist_ok=True)\n"
+                   "for _name, _text in _PUBLIC_TESTS.items():\n"
+                   "    if not os.path.exists(os.path.join(\"tests\", _name)):\n"
+                   "        with open(os.path.join(\"tests\", _name), \"w\") as _f:\n"
+                   "            _f.write(_text)\n\n" + cell.source)
+    nbformat.write(nb, notebook)
+
+
+def add_to_zip(path: Path, name: str, text: str) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr(name, text)
 
 
 def build_assignments(out: Path, lectures: list[dict]) -> dict:
@@ -607,14 +955,24 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
     dest = out / "assignments"
     src_dir = work_dir(out) / "assignment_sources"
     src_dir.mkdir(parents=True, exist_ok=True)
-    # every problem set's config names this file: otter puts it into the autograder bundle,
-    # so that a grading service (Gradescope, otter's Docker image) installs attnlab too
-    (src_dir / "requirements.txt").write_text(grading_requirements())
+    # every problem set's config names this file: otter puts its lines into the bundle's
+    # environment.yml, so that a grading service (Gradescope, otter's Docker image) installs
+    # attnlab too; the file itself is added to the bundle as well
+    requirements = grading_requirements()
+    (src_dir / "requirements.txt").write_text(requirements)
+    if not release_tag_exists():
+        print(f"warning: the autograder bundles install attnlab @ {release_spec()}, and this repository "
+              "has no such tag: create it (RELEASE.md) before students submit", file=sys.stderr)
     n_tests = {}
     for lec in lectures:
         name = f"ps{lec['number']}"
         md = COURSE / "assignments" / f"{name}.md"
         nb = jupytext.read(md)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.source = expand_needs(cell.source)
+        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")  # after the title
+        nb.cells[first:first] = install_cell()
         master = src_dir / f"{name}.ipynb"
         nbformat.write(nb, master)
         target = dest / name
@@ -625,11 +983,13 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
         if res.returncode != 0:
             raise SystemExit(f"otter assign {name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
         zips = sorted((target / "autograder").glob(f"{name}-autograder_*.zip"))
-        zips[-1].rename(target / "autograder" / "autograder.zip")
+        bundle = target / "autograder" / "autograder.zip"
+        zips[-1].rename(bundle)
+        add_to_zip(bundle, "requirements.txt", requirements)
+        embed_public_tests(target / "student" / f"{name}.ipynb")
         (target / "solutions").mkdir()
         shutil.copy2(target / "autograder" / f"{name}.ipynb", target / "solutions" / f"{name}.ipynb")
-        tests = nbformat.read(target / "autograder" / f"{name}.ipynb", as_version=4).metadata["otter"]["tests"]
-        n_tests[name] = sum(len(s["cases"]) for q in tests.values() for s in q["suites"])
+        n_tests[name] = len(list((target / "autograder" / "tests").glob("*.py")))
     return n_tests
 
 
@@ -661,6 +1021,9 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {PARTS}")
     ap.add_argument("--chapters", default="", help="comma-separated chapter names (default: all)")
     ap.add_argument("--no-html", action="store_true", help="skip the student HTML build")
+    ap.add_argument("--student-repo", default=None, metavar="URL@BRANCH",
+                    help="a repository holding only the student notebooks (in notebooks/), which the "
+                         "student edition's launch buttons open (default: no launch buttons)")
     args = ap.parse_args(argv)
     out = args.out if args.out.is_absolute() else Path.cwd() / args.out
     parts = [p for p in args.parts.split(",") if p]
@@ -686,7 +1049,8 @@ def main(argv=None) -> int:
     for part in parts:
         start = time.perf_counter()
         if part == "student":
-            report[part] = build_student(out, chapters, html_build=not args.no_html)
+            report[part] = build_student(out, chapters, html_build=not args.no_html,
+                                         student_repo=args.student_repo)
         elif part == "instructor":
             report[part] = build_instructor(out, chapters)
         elif part == "slides":
