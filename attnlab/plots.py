@@ -11,7 +11,7 @@ import numpy as np
 from .extrapolation import gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
-__all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
+__all__ = ["COLORS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
            "attention_colorbar", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
@@ -19,17 +19,30 @@ __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
 
-#: One colour per concept, kept across the whole book.
+#: One colour per concept, kept across the whole book. Chosen so that every pair stays apart
+#: under simulated deuteranopia, protanopia and tritanopia (Machado, Oliveira & Fernandes 2009,
+#: full severity, as colorspacious implements it: CAM02-UCS distance >= 10 for every pair), with
+#: a contrast on white >= 4.5:1 for the branch colours (the explorers write the phase's name in
+#: them) and >= 3:1 for the others (WCAG 2.1, 1.4.11); green and reddish purple are Okabe & Ito's
+#: (2008). tests/test_accessibility.py checks both. In greyscale the branches are told apart by
+#: :data:`MARKERS` and :data:`LINESTYLES`.
 COLORS = {
-    "positional": "#1f77b4",  # blue
-    "semantic": "#d62728",    # red
-    "linear": "#7f7f7f",      # grey
+    "positional": "#0c5da5",  # blue
+    "semantic": "#d1421a",    # red (vermilion)
+    "linear": "#737373",      # grey
     "alpha_c": "#000000",
-    "alpha_l": "#2ca02c",
+    "alpha_l": "#009e73",     # (bluish) green
     # neither positional nor semantic: the two tokens of a sample (e.g. h_1 and h_2)
-    "token_1": "#9467bd",     # purple
-    "token_2": "#8c564b",     # brown
+    "token_1": "#cc79a7",     # reddish purple
+    "token_2": "#6b4c2a",     # brown
 }
+
+#: The second channel beside colour (read in greyscale and under colour-vision deficiency):
+#: each branch's marker, drawn on its curves and its simulation points.
+MARKERS = {"positional": "s", "semantic": "o", "linear": "^"}
+#: Line style of each branch's theory curve (matplotlib), and the same as Bokeh dashes.
+LINESTYLES = {"positional": "--", "semantic": "-"}
+DASHES = {"positional": "dashed", "semantic": "solid"}
 
 
 def new_axes(ax=None, figsize=(5.0, 3.6)):
@@ -201,8 +214,11 @@ def plot_branch_curves(x, curves, ax=None, ylabel=None, xlabel=r"sample complexi
     ax = new_axes(ax)
     for branch, y in curves.items():
         xb = x[branch] if isinstance(x, dict) else x
-        ax.plot(xb, y, style, color=COLORS.get(branch, "k"),
-                label=f"{label_prefix}{_BRANCH_LABELS.get(branch, branch)}", **kwargs)
+        # a plain line gets the branch's line style and sparse markers (the second channel)
+        line = dict(ls=LINESTYLES.get(branch, "-"), marker=MARKERS.get(branch), markevery=0.1, ms=4) \
+            if style == "-" else {}
+        ax.plot(xb, y, *([] if line else [style]), color=COLORS.get(branch, "k"),
+                label=f"{label_prefix}{_BRANCH_LABELS.get(branch, branch)}", **{**line, **kwargs})
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
@@ -210,7 +226,7 @@ def plot_branch_curves(x, curves, ax=None, ylabel=None, xlabel=r"sample complexi
     return ax
 
 
-def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=True):
+def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker=None, filled=True):
     """Simulation points (with optional error bars) in the colour of ``kind``.
 
     Parameters
@@ -220,7 +236,8 @@ def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=T
     ax : matplotlib Axes, optional
     yerr : array_like, shape (k,), optional
     label : str, optional
-    marker : str
+    marker : str, optional
+        Default: the marker of ``kind`` (:data:`MARKERS`), else a circle.
     filled : bool
         Open markers when ``False`` (e.g. to tell two optimisers apart).
 
@@ -230,6 +247,7 @@ def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=T
     """
     ax = new_axes(ax)
     c = COLORS.get(kind, "k")
+    marker = marker or MARKERS.get(kind, "o")
     ax.errorbar(x, y, yerr=yerr, fmt=marker, ms=5, capsize=2, color=c, mfc=c if filled else "white",
                 label=label, lw=1)
     return ax
@@ -420,7 +438,7 @@ INIT_LABELS = {**START_NAMES, "semantic": START_NAMES["semantic"] + r" $Q_0 = Q^
 
 
 def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt=None,
-                         marker="o", filled=True, select=None, kind=None, x_scale=1.0):
+                         marker=None, filled=True, select=None, kind=None, x_scale=1.0):
     """Mean and standard error over seeds of finite-``d`` runs, one series per ``by`` value.
 
     Parameters
@@ -442,7 +460,8 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         Legend label, formatted with the series value; or a dict from series value to label
         (default: ``"GD, "`` and the :data:`START_NAMES` entry when ``by == "init"``,
         else the series value).
-    marker : str
+    marker : str, optional
+        Default: the marker of the series' colour key (:data:`MARKERS`).
     filled : bool
     select : ndarray of bool, optional
         Rows to use.
@@ -528,7 +547,8 @@ def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):
     if rows.any():
         order = np.argsort(theory["alpha"][rows])
         vals = np.abs(theory[y][rows][order])
-        ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label)
+        ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label,
+                marker=MARKERS[branch], markevery=0.1, ms=4)
 
 
 def _gap_panel(ax, runs, theory, omega):
