@@ -29,7 +29,7 @@ __all__ = ["COLORS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "p
 COLORS = {
     "positional": "#0c5da5",  # blue
     "semantic": "#d1421a",    # red (vermilion)
-    "linear": "#737373",      # grey
+    "linear": "#6a6a6a",      # grey
     "alpha_c": "#000000",
     "alpha_l": "#009e73",     # (bluish) green
     # neither positional nor semantic: the two tokens of a sample (e.g. h_1 and h_2)

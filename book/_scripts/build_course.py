@@ -534,9 +534,13 @@ def lecture_notebook(lecture: dict):
 _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 {# offline: no mermaid module from a CDN (the chapters have no mermaid diagrams) #}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{# a tall figure (several panels) fits the slide instead of running off its bottom #}
+{# a tall figure (several panels) fits the slide instead of running off its bottom; links are
+   underlined: their colour alone is 1.86:1 against the text (WCAG 1.4.1 wants 3:1 or a second cue);
+   a long text cell is not a scroll box, which a keyboard could not scroll (WCAG 2.1.1) #}
 {%- block html_head_css -%}
-<style>.reveal .jp-OutputArea-output img { max-height: 72vh; width: auto; max-width: 100%; }</style>
+<style>.reveal .jp-OutputArea-output img { max-height: 72vh; width: auto; max-width: 100%; }
+.reveal .slides a { text-decoration: underline; }
+.reveal .slides .jp-RenderedMarkdown { overflow: visible; }</style>
 {%- endblock html_head_css -%}
 """
 
