@@ -293,3 +293,42 @@ def test_palette_contrast_and_second_channel():
     assert MARKERS["positional"] != MARKERS["semantic"]
     assert LINESTYLES["positional"] != LINESTYLES["semantic"]
     assert DASHES["positional"] != DASHES["semantic"]
+
+
+# --------------------------------------------------------------------------- markup, without a browser
+
+def test_bibliography_entries_become_list_items_and_repeated_ids_are_numbered():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("a11y_markup", ROOT / "book" / "_ext" / "a11y_markup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    body = ('<div role="list" class="citation-list"><div class="citation" id="id6" role="doc-biblioentry">'
+            '<span class="label">1</span></div></div>'
+            '<section id="exercise-content"></section><section id="exercise-content"></section>'
+            '<section id="solution-content"></section><section id="exercise-content"></section>')
+    out = mod.fix_body(body)
+    assert 'class="citation" id="id6" role="listitem"' in out and "doc-biblioentry" not in out
+    assert [out.count(f'id="exercise-content{s}"') for s in ("", "-2", "-3")] == [1, 1, 1]
+    assert out.count('id="solution-content"') == 1
+
+
+def test_every_explorer_names_its_sliders_and_has_a_live_readout_and_a_data_table():
+    """In Python: each explorer's layout holds the data table, each slider the focus ring and
+    the script that names it, and a readout to make live (the browser test checks the page)."""
+    from attnlab.explorer_access import FOCUS_CSS
+    from attnlab.explorer_grid import load_explorer_grid
+    from attnlab.explorers import overlaps_explorer, phase_explorer, teacher_explorer, transition_explorer
+
+    grid = load_explorer_grid()
+    for layout in (transition_explorer(grid), overlaps_explorer(grid), phase_explorer(grid), teacher_explorer()):
+        from bokeh.models import Slider
+
+        sliders = list(layout.select({"type": Slider}))
+        assert sliders and all(FOCUS_CSS in s.stylesheets for s in sliders)
+        table = layout.select_one({"name": "data-table"})
+        assert table is not None and table.text.startswith("<details><summary>")
+        assert layout.select_one({"name": "readout"}) is not None
+        for s in sliders:
+            callbacks = s.js_property_callbacks["change:value"]
+            assert any("aria-label" in cb.code and "aria-live" in cb.code for cb in callbacks), s.name

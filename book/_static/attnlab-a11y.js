@@ -36,8 +36,15 @@
     }
   }
 
+  /* <main role="main">: the role repeats the element's own (axe-core: aria-allowed-role). */
+  function patchMain() {
+    var main = document.querySelector("main[role='main']");
+    if (main) main.removeAttribute("role");
+  }
+
   function start() {
     patchSidebar();
+    patchMain();
     patchQuiz(document);
     new MutationObserver(function (records) {
       for (var i = 0; i < records.length; i++) {
