@@ -23,7 +23,8 @@ root layouts ``transition-explorer``, ``overlaps-explorer``, ``phase-explorer`` 
 explorer), data sources ``semantic`` and ``positional`` (columns ``alpha`` and the
 plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
 ``cursor``, the text ``readout``, and ``alpha_range``, the curve explorers' shared
-``alpha`` axis (fixed to the grid's range).
+``alpha`` axis (fixed to the grid's range); ``data-table``, the values drawn, as a table
+(:mod:`attnlab.explorer_access`: slider names, live readout, data table).
 """
 from __future__ import annotations
 
