@@ -577,7 +577,7 @@ for (let r = 0; r < 2; r++) {
 const set = (src, M) => { src.data = Object.assign({}, src.data, {value: M, label: M.map((v) => v.toFixed(2))}); };
 set(sem, S); set(teacher, T);
 """
-    readout = Div(text=_teacher_readout(teacher_attention(hstar, omega, A_arr)), name="readout",
+    readout = Div(text=teacher_readout(teacher_attention(hstar, omega, A_arr)), name="readout",
                   sizing_mode="stretch_width")
     callback = CustomJS(args=dict(sem=sem_src, teacher=t_src, A=A_arr.tolist(), readout=readout, **sliders),
                         code=code + _TEACHER_READOUT_JS)
@@ -599,15 +599,26 @@ set(sem, S); set(teacher, T);
     return layout
 
 
-# The teacher explorer's readout; :func:`_teacher_readout` writes the same text in Python.
+# The teacher explorer's readout; :func:`teacher_readout` writes the same text in Python.
 _TEACHER_READOUT_JS = """
 readout.text = "Teacher T(h*): query token 1 attends " + T[0].toFixed(2) + " to token 1 and " + T[1].toFixed(2)
   + " to token 2; query token 2 attends " + T[2].toFixed(2) + " to token 1 and " + T[3].toFixed(2) + " to token 2.";
 """
 
 
-def _teacher_readout(T) -> str:
-    """The teacher explorer's readout for the 2 x 2 matrix ``T`` (the text of :data:`_TEACHER_READOUT_JS`)."""
+def teacher_readout(T) -> str:
+    """The teacher explorers' readout (this module's and :func:`attnlab.widgets.teacher_explorer`'s).
+
+    Parameters
+    ----------
+    T : array_like, shape (2, 2)
+        The teacher's attention matrix.
+
+    Returns
+    -------
+    str
+        The four weights in words (the text that :data:`_TEACHER_READOUT_JS` writes in the page).
+    """
     t = np.asarray(T, float).ravel()
     return (f"Teacher T(h*): query token 1 attends {t[0]:.2f} to token 1 and {t[1]:.2f} to token 2; "
             f"query token 2 attends {t[2]:.2f} to token 1 and {t[3]:.2f} to token 2.")

@@ -332,3 +332,22 @@ def test_every_explorer_names_its_sliders_and_has_a_live_readout_and_a_data_tabl
         for s in sliders:
             callbacks = s.js_property_callbacks["change:value"]
             assert any("aria-label" in cb.code and "aria-live" in cb.code for cb in callbacks), s.name
+
+
+def test_live_explorers_write_the_values_drawn_into_a_status_readout():
+    """The ipywidgets explorers (a kernel): each redraw writes the values it drew, in words."""
+    pytest.importorskip("ipywidgets")
+    from attnlab.attention import teacher_attention
+    from attnlab.params import ModelParams
+    from attnlab.widgets import se_explorer, teacher_explorer
+
+    live = se_explorer(alpha=1.5, show=False)
+    live.render()
+    text = live.readout.value
+    assert text.startswith('<div role="status" aria-live="polite">At α = 1.50: semantic branch')
+    sem = live.state.results["semantic"]
+    assert f"ε_t {sem.eps_t:.5f}" in text and f"linear baseline ε_g {live.state.eps_g_linear:.5f}" in text
+    teacher = teacher_explorer(omega=0.4, h1=1.0, h2=-0.5, show=False)
+    teacher.render()
+    T = teacher_attention(np.array([1.0, -0.5]), 0.4, ModelParams().A_array)
+    assert f"query token 1 attends {T[0, 0]:.2f} to token 1" in teacher.readout.value
