@@ -183,8 +183,8 @@ def test_an_explorer_works_with_the_keyboard_alone_and_announces_its_readout(boo
     time.sleep(0.5)
     # start the Tab order at the explorer's title, as a reader who reached it would
     driver.execute_script("""
-const host = document.querySelector('.attnlab-explorer');
-host.setAttribute('tabindex', '-1'); host.focus();""")
+const host = [...document.querySelectorAll('.attnlab-explorer')].find((e) => e.innerHTML.includes(arguments[0]));
+host.setAttribute('tabindex', '-1'); host.focus();""", root)
     focused = None
     for _ in range(40):
         ActionChains(driver).send_keys(Keys.TAB).perform()
