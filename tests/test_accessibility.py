@@ -106,6 +106,35 @@ def test_axe_finds_nothing_serious_on_any_book_page(book_html, driver, tmp_path_
     assert not {"aria-input-field-name", "color-contrast", "aria-required-children"} & set(report["rules"])
 
 
+def test_quizzes_are_named_radio_groups_with_announced_feedback(book_html, driver):
+    """Each quiz question's answers form a radio group named by the question (axe-core 3's
+    ``radiogroup`` rule, critical on today's main; axe 4 no longer checks it), the feedback is
+    a live region, and the keyboard picks an answer (Tab to the group, Space)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver.get((book_html / "book" / "01_positional_semantic.html").as_uri())
+    time.sleep(1.0)
+    groups = driver.execute_script("""
+return [...document.querySelectorAll('.Quiz .Answer')].map((a) => {
+  const q = document.getElementById(a.getAttribute('aria-labelledby') || '');
+  return [a.getAttribute('role'), q ? q.textContent.trim() : null, a.querySelectorAll('input[type=radio]').length];
+});""")
+    assert len(groups) >= 3, groups
+    for role, question, radios in groups:
+        assert role == "radiogroup" and question and radios >= 2, (role, question, radios)
+    feedback = driver.execute_script("return [...document.querySelectorAll('.Quiz .Feedback')]"
+                                     ".map((f) => f.getAttribute('aria-live'))")
+    assert feedback and set(feedback) == {"polite"}
+    # keyboard: focus the first answer's radio, Space picks it, the feedback says right or wrong
+    driver.execute_script("document.querySelector('.Quiz .Answer input[type=radio]').focus()")
+    assert driver.execute_script("return document.activeElement.type") == "radio"
+    ActionChains(driver).send_keys(Keys.SPACE).perform()
+    time.sleep(0.3)
+    said = driver.execute_script("return document.querySelector('.Quiz .Feedback').textContent.trim()")
+    assert said, "choosing an answer with the keyboard gave no feedback"
+
+
 # --------------------------------------------------------------------------- student edition, slides
 
 @pytest.fixture(scope="session")
