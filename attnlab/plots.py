@@ -89,9 +89,27 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
+    _describe_phase_diagram(ax.figure, omega, ac, al)
     if path:
         ax.figure.savefig(path, dpi=150)
     return ax
+
+
+def _describe_phase_diagram(fig, omega, ac, al):
+    """The point of a phase diagram, in words (its alternative text, :mod:`attnlab.alt_text`)."""
+    from .alt_text import describe
+
+    known = np.isfinite(ac)
+    if not known.any():
+        return
+    i, j = np.flatnonzero(known)[[0, -1]]
+    text = (f"The positional phase lies left of α_c, the semantic phase right of it; α_c goes from "
+            f"{ac[i]:.2f} at ω = {omega[i]:g} to {ac[j]:.2f} at ω = {omega[j]:g}")
+    both = known & np.isfinite(al)
+    if both.any():
+        k = np.flatnonzero(both)[0]
+        text += f"; α_l, where the semantic minimum beats the linear baseline, is {al[k]:.2f} at ω = {omega[k]:g}"
+    describe(fig, text + ".")
 
 
 def plot_gd_gap_map(gap_map, ax=None, span=None):

@@ -243,3 +243,21 @@ def test_alt_text_says_which_curve_is_which_and_the_point():
                 '(blue, dashed line, squares), linear baseline (grey, dashed line)."') in html
     finally:
         plt.close("all")
+
+
+def test_phase_diagram_alt_text_states_its_point():
+    import matplotlib.pyplot as plt
+
+    from attnlab.plots import plot_phase_diagram
+    from attnlab.responsive import figure_html
+
+    ax = plot_phase_diagram([dict(omega=0.0, alpha_c=1.0, alpha_l=1.2), dict(omega=0.3, alpha_c=1.24, alpha_l=1.49),
+                             dict(omega=0.5, alpha_c=2.0, alpha_l=float("nan"))])
+    try:
+        html = figure_html(ax.figure)
+        assert ('alt="Figure. The positional phase lies left of α_c, the semantic phase right of it; α_c goes from '
+                '1.00 at ω = 0 to 2.00 at ω = 0.5; α_l, where the semantic minimum beats the linear baseline, is '
+                '1.20 at ω = 0. positional weight ω against') in html
+        assert "α_c (training losses cross) (black, solid line, circles)" in html
+    finally:
+        plt.close("all")
