@@ -95,7 +95,7 @@ class LiveFigure:
         Sentence shown in static pages next to the (disabled) sliders.
     describe : callable, optional
         ``describe(**values) -> str``: the values drawn at the current setting, in words;
-        written after every redraw into :attr:`readout`, a ``role="status"`` region (what a
+        written after every redraw into ``readout``, a ``role="status"`` region (what a
         screen reader reads instead of the picture).
 
     Attributes
