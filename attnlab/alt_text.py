@@ -60,11 +60,12 @@ def _line_words(handle) -> str:
         name = None
     if name:
         words.append(name)
+    # (a collection's handle, e.g. of error bars, gives lists here: not described)
     style = get("get_linestyle")
-    if style in _LINESTYLES:
+    if isinstance(style, str) and style in _LINESTYLES:
         words.append(f"{_LINESTYLES[style]} line")
     marker = get("get_marker")
-    if marker in _MARKERS:
+    if isinstance(marker, str) and marker in _MARKERS:
         words.append(_MARKERS[marker])
     return ", ".join(words)
 
@@ -87,7 +88,7 @@ def _panel(ax) -> str:
             words = _line_words(handle) if handle is not None else ""
             entries.append(_clean(label.get_text()) + (f" ({words})" if words else ""))
         if entries:
-            text += "; curves: " + ", ".join(entries)
+            text += ("; " if text else "") + "curves: " + ", ".join(entries)
     return text
 
 

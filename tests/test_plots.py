@@ -261,3 +261,25 @@ def test_phase_diagram_alt_text_states_its_point():
         assert "α_c (training losses cross) (black, solid line, circles)" in html
     finally:
         plt.close("all")
+
+
+def test_alt_text_of_error_bars_and_collections():
+    """Legend handles of error bars, scatter plots and filled areas (whose line style and colour
+    are lists) are described as far as they can be, never an error (chapter 5's GD figure)."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.plots import plot_points
+    from attnlab.responsive import figure_html
+
+    fig, ax = plt.subplots()
+    plot_points([1, 2], [0.1, 0.2], "semantic", ax=ax, yerr=[0.01, 0.02], label="GD semantic")
+    ax.scatter([1, 2], [0.3, 0.1], c=[0.2, 0.8], label="scatter")
+    ax.fill_between([1, 2], [0, 0], [1, 1], color="0.8", label="band")
+    ax.vlines([1.5], 0, 1, linestyles="dashed", label="lines")
+    ax.legend()
+    try:
+        html = figure_html(fig)
+        assert 'alt="Figure. curves: ' in html and "GD semantic (red" in html
+        assert "band" in html and "lines (dashed line)" in html
+    finally:
+        plt.close("all")
