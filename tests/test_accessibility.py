@@ -5,7 +5,8 @@ explorers and the palette.
   every built page of the HTML book, of the student edition and over every slide deck
   (all its slides, in reveal.js's print view), with the rules tagged WCAG 2.0/2.1 A and
   AA and best practice; any serious or critical violation fails. The counts per rule and
-  page go to ``$ATTNLAB_A11Y_REPORT`` or ``a11y-*.json`` in pytest's temporary folder.
+  page go to ``a11y-book.json`` and ``a11y-course.json`` in the folder
+  ``$ATTNLAB_A11Y_REPORT`` (default pytest's temporary folder).
 * One explorer is driven with the keyboard alone: Tab reaches a slider handle, which has
   an accessible name and a visible focus ring; an arrow key moves it; the text readout, a
   polite live region, changes; Chromium's accessibility tree (DevTools protocol) names
@@ -83,9 +84,8 @@ def _audit(drv, root: Path, urls: dict[str, str], name: str, tmp_path_factory) -
             t["nodes"] += v["nodes"]
             t["pages"] += 1
     report = {"pages": len(found), "rules": totals, "per_page": found}
+    # $ATTNLAB_A11Y_REPORT: a folder for the reports (default pytest's temporary folder)
     out = Path(os.environ.get("ATTNLAB_A11Y_REPORT", "") or tmp_path_factory.getbasetemp()) / f"a11y-{name}.json"
-    if out.suffix != ".json":
-        out = out / f"a11y-{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(name, json.dumps(totals, ensure_ascii=False))
