@@ -73,7 +73,7 @@ def _pages(html: Path) -> list[Path]:
     return sorted(p for p in html.rglob("*.html") if not skip & set(p.relative_to(html).parts))
 
 
-def _audit(drv, root: Path, urls: dict[str, str], name: str, tmp_path_factory) -> dict:
+def _audit(drv, urls: dict[str, str], name: str, tmp_path_factory) -> dict:
     drv.set_script_timeout(600)
     drv.command_executor._client_config.timeout = 900  # (axe takes a while on the API page)
     found = {page: axe_violations(drv, url) for page, url in urls.items()}
@@ -99,7 +99,7 @@ def _audit(drv, root: Path, urls: dict[str, str], name: str, tmp_path_factory) -
 def test_axe_finds_nothing_serious_on_any_book_page(book_html, driver, tmp_path_factory):
     pages = _pages(book_html)
     assert len(pages) >= 17, pages
-    report = _audit(driver, book_html, {str(p.relative_to(book_html)): p.as_uri() for p in pages}, "book",
+    report = _audit(driver, {str(p.relative_to(book_html)): p.as_uri() for p in pages}, "book",
                     tmp_path_factory)
     # (what the book itself controls is fixed too: no unnamed slider, no contrast failure, every
     # quiz answer group named)
@@ -162,7 +162,7 @@ def test_axe_finds_nothing_serious_in_the_student_edition_and_the_slides(course_
     urls = {f"student/{p.relative_to(student)}": p.as_uri() for p in pages}
     # reveal.js's print view lays every slide out at once (otherwise all but one are hidden)
     urls.update({f"slides/{d.name}": d.as_uri() + "?print-pdf" for d in decks})
-    _audit(driver, course_html, urls, "course", tmp_path_factory)
+    _audit(driver, urls, "course", tmp_path_factory)
 
 
 # --------------------------------------------------------------------------- keyboard, live readout, AX tree
