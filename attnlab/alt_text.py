@@ -18,14 +18,6 @@ _MARKERS = {"o": "circles", "s": "squares", "^": "triangles", "v": "triangles", 
             "D": "diamonds", "d": "diamonds", "x": "crosses", "+": "plus signs", "*": "stars", ".": "dots"}
 
 
-def _colour_words() -> dict[str, str]:
-    from .plots import COLORS
-
-    words = {"positional": "blue", "semantic": "red", "linear": "grey", "alpha_c": "black", "alpha_l": "green",
-             "token_1": "purple", "token_2": "brown"}
-    return {COLORS[k].lower(): w for k, w in words.items() if k in COLORS}
-
-
 def describe(fig, point: str) -> None:
     """Attach the point a figure makes; :func:`alt_text` says it first.
 
@@ -36,7 +28,7 @@ def describe(fig, point: str) -> None:
         One or two sentences, e.g. ``"The semantic branch's training loss drops below
         the positional one at alpha_c = 1.24."``.
     """
-    fig._attnlab_point = str(point)
+    fig.attnlab_point = str(point)
 
 
 def _clean(text: str) -> str:
@@ -45,7 +37,7 @@ def _clean(text: str) -> str:
         .replace("\\mathrm", "").replace("{", "").replace("}", "").replace("\\", "")
 
 
-def _line_words(handle) -> str:
+def _line_words(handle, colours) -> str:
     """Colour, line style and marker of a legend handle, in words (empty where unknown)."""
     from matplotlib.colors import to_hex
 
@@ -55,7 +47,7 @@ def _line_words(handle) -> str:
     if colour is None and hasattr(handle, "get_facecolor"):
         colour = handle.get_facecolor()
     try:
-        name = _colour_words().get(to_hex(colour).lower()) if colour is not None else None
+        name = colours.get(to_hex(colour).lower()) if colour is not None else None
     except (ValueError, TypeError):
         name = None
     if name:
@@ -70,7 +62,7 @@ def _line_words(handle) -> str:
     return ", ".join(words)
 
 
-def _panel(ax) -> str:
+def _panel(ax, colours) -> str:
     title = _clean(ax.get_title() or "")
     y, x = _clean(ax.get_ylabel()), _clean(ax.get_xlabel())
     text = title
@@ -85,14 +77,14 @@ def _panel(ax) -> str:
     if legend is not None:
         entries = []
         for handle, label in zip(legend.legend_handles, legend.get_texts()):
-            words = _line_words(handle) if handle is not None else ""
+            words = _line_words(handle, colours) if handle is not None else ""
             entries.append(_clean(label.get_text()) + (f" ({words})" if words else ""))
         if entries:
             text += ("; " if text else "") + "curves: " + ", ".join(entries)
     return text
 
 
-def alt_text(fig, panels=None) -> str:
+def alt_text(fig, panels=None, colours=None) -> str:
     """What ``fig`` shows: its point (:func:`describe`), title, then each panel.
 
     Parameters
@@ -101,6 +93,9 @@ def alt_text(fig, panels=None) -> str:
     panels : list of list of Axes, optional
         Groups of axes that form one panel (the first of each is described); default
         every axes of the figure that has a label or a title.
+    colours : dict of str to str, optional
+        Hex colour (lower case, ``"#rrggbb"``) -> its name in words; a curve of another
+        colour is described without one.
 
     Returns
     -------
@@ -108,13 +103,13 @@ def alt_text(fig, panels=None) -> str:
         Plain text, without TeX dollars.
     """
     parts = []
-    point = getattr(fig, "_attnlab_point", None)
+    point = getattr(fig, "attnlab_point", None)
     if point:
         parts.append(point.rstrip("."))
     if fig._suptitle is not None and fig._suptitle.get_text():
         parts.append(_clean(fig._suptitle.get_text()))
     groups = panels or [[ax] for ax in fig.axes]
-    described = [_panel(group[0]) for group in groups]
+    described = [_panel(group[0], colours or {}) for group in groups]
     described = [d for d in described if d]
     if len(described) > 1:
         described = [f"panel {k + 1}, {d}" for k, d in enumerate(described)]

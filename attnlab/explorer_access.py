@@ -76,7 +76,7 @@ def make_accessible(layout, *, sliders, readout, plots, keys, columns, summary):
     Parameters
     ----------
     layout : bokeh.models.Column
-        The explorer's root, already in a document (:func:`attnlab.explorers._on_ready`);
+        The explorer's root, already in a document (as the explorers of :mod:`attnlab.explorers` build it);
         the data table is appended to its children.
     sliders : list of bokeh.models.Slider
         Each handle is named by the slider's ``title``; a slider with ``tags = [values]``

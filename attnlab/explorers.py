@@ -24,7 +24,7 @@ explorer), data sources ``semantic`` and ``positional`` (columns ``alpha`` and t
 plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
 ``cursor``, the text ``readout``, and ``alpha_range``, the curve explorers' shared
 ``alpha`` axis (fixed to the grid's range); ``data-table``, the values drawn, as a table
-(``attnlab.explorer_access``: slider names, live readout, data table).
+(:mod:`attnlab.explorer_access`: slider names, live readout, data table).
 """
 from __future__ import annotations
 

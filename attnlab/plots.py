@@ -11,7 +11,7 @@ import numpy as np
 from .extrapolation import gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
-__all__ = ["COLORS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
+__all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
            "attention_colorbar", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
@@ -36,6 +36,10 @@ COLORS = {
     "token_1": "#cc79a7",     # reddish purple
     "token_2": "#6b4c2a",     # brown
 }
+
+#: Each colour's name in words (the alternative text of figures, :mod:`attnlab.alt_text`).
+COLOR_WORDS = {"positional": "blue", "semantic": "red", "linear": "grey", "alpha_c": "black", "alpha_l": "green",
+               "token_1": "purple", "token_2": "brown"}
 
 #: The second channel beside colour (read in greyscale and under colour-vision deficiency):
 #: each branch's marker, drawn on its curves and its simulation points.
@@ -97,8 +101,6 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
 
 def _describe_phase_diagram(fig, omega, ac, al):
     """The point of a phase diagram, in words (its alternative text, :mod:`attnlab.alt_text`)."""
-    from .alt_text import describe
-
     known = np.isfinite(ac)
     if not known.any():
         return
@@ -109,7 +111,7 @@ def _describe_phase_diagram(fig, omega, ac, al):
     if both.any():
         k = np.flatnonzero(both)[0]
         text += f"; α_l, where the semantic minimum beats the linear baseline, is {al[k]:.2f} at ω = {omega[k]:g}"
-    describe(fig, text + ".")
+    fig.attnlab_point = text + "."  # (read by attnlab.alt_text.alt_text, as its describe() sets it)
 
 
 def plot_gd_gap_map(gap_map, ax=None, span=None):

@@ -200,8 +200,9 @@ def _min_font_px(fig) -> float:
 def _alt(fig) -> str:
     """What the figure shows (the image's alternative text): :func:`attnlab.alt_text.alt_text`."""
     from .alt_text import alt_text
+    from .plots import COLOR_WORDS, COLORS
 
-    return alt_text(fig, _panels(fig) or None)
+    return alt_text(fig, _panels(fig) or None, {COLORS[k].lower(): w for k, w in COLOR_WORDS.items()})
 
 
 def figure_html(fig) -> str:
