@@ -23,7 +23,8 @@ root layouts ``transition-explorer``, ``overlaps-explorer``, ``phase-explorer`` 
 explorer), data sources ``semantic`` and ``positional`` (columns ``alpha`` and the
 plotted quantities), spans ``alpha_c``, ``alpha_l``, ``eps_g_linear``,
 ``cursor``, the text ``readout``, and ``alpha_range``, the curve explorers' shared
-``alpha`` axis (fixed to the grid's range).
+``alpha`` axis (fixed to the grid's range); ``data-table``, the values drawn, as a table
+(:mod:`attnlab.explorer_access`: slider names, live readout, data table).
 """
 from __future__ import annotations
 
@@ -37,10 +38,14 @@ import numpy as np
 from .explorer_grid import ExplorerGrid
 from .extrapolation import gd_gap_map
 from .params import BRANCHES, DEFAULT_ALPHA_MAX, ModelParams
-from .plots import COLORS
+from .explorer_access import make_accessible
+from .plots import COLORS, DASHES
 
 __all__ = ["transition_explorer", "overlaps_explorer", "phase_explorer", "teacher_explorer",
            "embed", "book_explorer", "bokehjs_files", "bokehjs_names"]
+
+#: How each branch's line looks, in words (the plots' names for screen readers).
+_STYLE_WORDS = {"semantic": "red, solid line", "positional": "blue, dashed line"}
 
 _LABELS = {"eps_t": "training loss ε_t", "eps_g": "test error ε_g", "m": "m = 1·Q/d",
            "theta": "θ = Q*·Q/d", "qnorm": "|Q|²/d"}
@@ -139,7 +144,7 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
         fig = _figure(_LABELS[f], x_range=x_range)
         items = []
         for b in BRANCHES:
-            r = fig.line("alpha", f, source=sources[b], color=COLORS[b], line_width=2.5)
+            r = fig.line("alpha", f, source=sources[b], color=COLORS[b], line_width=2.5, line_dash=DASHES[b])
             items.append((f"{b} branch", [r]))
             fig.add_tools(HoverTool(renderers=[r], mode="vline",
                                     tooltips=[("branch", b), ("α", "@alpha{0.00}"), (_LABELS[f], f"@{f}{{0.00000}}")]))
@@ -181,6 +186,13 @@ def _curve_explorer(grid: ExplorerGrid, fields, omega, sigma, lam, alpha, extra_
     _fill_python(grid, sources, fields, sliders, spans)
     if readout_text is not None:
         readout.text = readout_text(grid, *(int(sliders[n].value) for n in ("omega", "sigma", "lam", "alpha")))
+    branches = ", ".join(f"{b} branch ({_STYLE_WORDS[b]})" for b in BRANCHES)
+    make_accessible(layout, sliders=list(sliders.values()), readout=readout,
+                    plots=[(fig, f"{title}: {_LABELS[f]} against α = n/d; {branches}; {key}grey vertical line: "
+                                 f"the α cursor") for fig, f in zip(figs, fields)],
+                    keys=[("α", sources[BRANCHES[0]], "alpha")],
+                    columns=[(f"{_LABELS[f]}, {b}", sources[b], f) for f in fields for b in BRANCHES],
+                    summary=f"{title}: data table of the curves at this setting")
     return layout
 
 
@@ -475,6 +487,13 @@ readout.text = note;
     _on_ready(layout, callback)
     j, k = int(sliders["sigma"].value), int(sliders["lam"].value)
     src.data = dict(omega=grid.omegas_dense, alpha_c=grid.alpha_c[:, j, k], alpha_l=grid.alpha_l[:, j, k])
+    make_accessible(layout, sliders=list(sliders.values()), readout=readout,
+                    plots=[(fig, "Phase diagram: ω (positional weight) against α = n/d; black solid line with dots: "
+                                 "α_c, where the training losses cross (positional phase to its left, semantic to "
+                                 "its right); green dashed line: α_l, where the semantic minimum beats the linear "
+                                 "baseline")],
+                    keys=[("ω", src, "omega")], columns=[("α_c", src, "alpha_c"), ("α_l", src, "alpha_l")],
+                    summary="Phase diagram: data table of α_c and α_l at this σ, λ")
     return layout
 
 
@@ -525,7 +544,8 @@ def teacher_explorer(*, omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A
     sliders = dict(omega=slider(start=0, end=1, step=0.05, value=omega, title="ω", name="omega"),
                    h1=slider(start=-2.5, end=2.5, step=0.1, value=h1, title="h*₁", name="h1"),
                    h2=slider(start=-2.5, end=2.5, step=0.1, value=h2, title="h*₂", name="h2"))
-    cells = dict(row=[0, 0, 1, 1], col=[0, 1, 0, 1])
+    # (query, attended: the same cells numbered from 1, as the axes and the data table name them)
+    cells = dict(row=[0, 0, 1, 1], col=[0, 1, 0, 1], query=[1, 1, 2, 2], attended=[1, 2, 1, 2])
 
     def panel(name, title, palette, M):
         M = np.asarray(M, float)
@@ -557,13 +577,51 @@ for (let r = 0; r < 2; r++) {
 const set = (src, M) => { src.data = Object.assign({}, src.data, {value: M, label: M.map((v) => v.toFixed(2))}); };
 set(sem, S); set(teacher, T);
 """
-    callback = CustomJS(args=dict(sem=sem_src, teacher=t_src, A=A_arr.tolist(), **sliders), code=code)
+    readout = Div(text=teacher_readout(teacher_attention(hstar, omega, A_arr)), name="readout",
+                  sizing_mode="stretch_width")
+    callback = CustomJS(args=dict(sem=sem_src, teacher=t_src, A=A_arr.tolist(), readout=readout, **sliders),
+                        code=code + _TEACHER_READOUT_JS)
     for s in sliders.values():
         s.js_on_change("value", callback)
-    return column(Div(text="<b>Teacher attention explorer</b>", sizing_mode="stretch_width"),
-                  # the teacher first: on a phone the panels stack, and it is the one the sliders move most
-                  row(*sliders.values(), sizing_mode="stretch_width"), row(f3, f1, f2, styles={"flex-wrap": "wrap"}),
-                  sizing_mode="stretch_width", name="teacher-explorer")
+    layout = column(Div(text="<b>Teacher attention explorer</b>", sizing_mode="stretch_width"),
+                    # the teacher first: on a phone the panels stack, and it is the one the sliders move most
+                    row(*sliders.values(), sizing_mode="stretch_width"), readout,
+                    row(f3, f1, f2, styles={"flex-wrap": "wrap"}), sizing_mode="stretch_width", name="teacher-explorer")
+    _on_ready(layout, callback)
+    heat = "2 × 2 heat map, rows: query token 1 and 2, columns: attended token 1 and 2, each cell labelled with its weight"
+    make_accessible(layout, sliders=list(sliders.values()), readout=readout,
+                    plots=[(f3, f"Teacher T(h*): {heat} (greys)"), (f1, f"Semantic part softmax(h* h*ᵀ): {heat} (reds)"),
+                           (f2, f"Positional part A: {heat} (blues)")],
+                    keys=[("query token", t_src, "query"), ("attended token", t_src, "attended")],
+                    columns=[("teacher T(h*)", t_src, "value"), ("semantic part", sem_src, "value"),
+                             ("positional part A", pos_src, "value")],
+                    summary="Teacher attention: data table of the three matrices")
+    return layout
+
+
+# The teacher explorer's readout; :func:`teacher_readout` writes the same text in Python.
+_TEACHER_READOUT_JS = """
+readout.text = "Teacher T(h*): query token 1 attends " + T[0].toFixed(2) + " to token 1 and " + T[1].toFixed(2)
+  + " to token 2; query token 2 attends " + T[2].toFixed(2) + " to token 1 and " + T[3].toFixed(2) + " to token 2.";
+"""
+
+
+def teacher_readout(T) -> str:
+    """The teacher explorers' readout (this module's and :func:`attnlab.widgets.teacher_explorer`'s).
+
+    Parameters
+    ----------
+    T : array_like, shape (2, 2)
+        The teacher's attention matrix.
+
+    Returns
+    -------
+    str
+        The four weights in words (the text that :data:`_TEACHER_READOUT_JS` writes in the page).
+    """
+    t = np.asarray(T, float).ravel()
+    return (f"Teacher T(h*): query token 1 attends {t[0]:.2f} to token 1 and {t[1]:.2f} to token 2; "
+            f"query token 2 attends {t[2]:.2f} to token 1 and {t[3]:.2f} to token 2.")
 
 
 def bokehjs_files() -> list[Path]:

@@ -12,7 +12,7 @@ from .experiments.store import save_figure_atomic
 from .extrapolation import gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
-__all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
+__all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
            "attention_colorbar", "plot_spinodals", "plot_random_start", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
@@ -20,17 +20,34 @@ __all__ = ["COLORS", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
 
-#: One colour per concept, kept across the whole book.
+#: One colour per concept, kept across the whole book. Chosen so that every pair stays apart
+#: under simulated deuteranopia, protanopia and tritanopia (Machado, Oliveira & Fernandes 2009,
+#: full severity, as colorspacious implements it: CAM02-UCS distance >= 10 for every pair), with
+#: a contrast on white >= 4.5:1 for the branch colours (the explorers write the phase's name in
+#: them) and >= 3:1 for the others (WCAG 2.1, 1.4.11); green and reddish purple are Okabe & Ito's
+#: (2008). tests/test_accessibility.py checks both. In greyscale the branches are told apart by
+#: :data:`MARKERS` and :data:`LINESTYLES`.
 COLORS = {
-    "positional": "#1f77b4",  # blue
-    "semantic": "#d62728",    # red
-    "linear": "#7f7f7f",      # grey
+    "positional": "#0c5da5",  # blue
+    "semantic": "#d1421a",    # red (vermilion)
+    "linear": "#6a6a6a",      # grey
     "alpha_c": "#000000",
-    "alpha_l": "#2ca02c",
+    "alpha_l": "#009e73",     # (bluish) green
     # neither positional nor semantic: the two tokens of a sample (e.g. h_1 and h_2)
-    "token_1": "#9467bd",     # purple
-    "token_2": "#8c564b",     # brown
+    "token_1": "#cc79a7",     # reddish purple
+    "token_2": "#6b4c2a",     # brown
 }
+
+#: Each colour's name in words (the alternative text of figures, :mod:`attnlab.alt_text`).
+COLOR_WORDS = {"positional": "blue", "semantic": "red", "linear": "grey", "alpha_c": "black", "alpha_l": "green",
+               "token_1": "purple", "token_2": "brown"}
+
+#: The second channel beside colour (read in greyscale and under colour-vision deficiency):
+#: each branch's marker, drawn on its curves and its simulation points.
+MARKERS = {"positional": "s", "semantic": "o", "linear": "^"}
+#: Line style of each branch's theory curve (matplotlib), and the same as Bokeh dashes.
+LINESTYLES = {"positional": "--", "semantic": "-"}
+DASHES = {"positional": "dashed", "semantic": "solid"}
 
 
 def new_axes(ax=None, figsize=(5.0, 3.6)):
@@ -77,6 +94,7 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
+    _describe_phase_diagram(ax.figure, omega, ac, al)
     if path:
         save_figure_atomic(ax.figure, path, dpi=150)
     return ax
@@ -165,9 +183,24 @@ def plot_random_start(runs, theory=None, path=None):
     axes[0][0].set_ylabel("fraction of random starts")
     axes[0][-1].legend(fontsize=7, loc="center right")
     if path:
-        fig.savefig(path, dpi=150)
+        save_figure_atomic(fig, path, dpi=150)
         plt.close(fig)
     return fig
+
+
+def _describe_phase_diagram(fig, omega, ac, al):
+    """The point of a phase diagram, in words (its alternative text, :mod:`attnlab.alt_text`)."""
+    known = np.isfinite(ac)
+    if not known.any():
+        return
+    i, j = np.flatnonzero(known)[[0, -1]]
+    text = (f"The positional phase lies left of α_c, the semantic phase right of it; α_c goes from "
+            f"{ac[i]:.2f} at ω = {omega[i]:g} to {ac[j]:.2f} at ω = {omega[j]:g}")
+    both = known & np.isfinite(al)
+    if both.any():
+        k = np.flatnonzero(both)[0]
+        text += f"; α_l, where the semantic minimum beats the linear baseline, is {al[k]:.2f} at ω = {omega[k]:g}"
+    fig.attnlab_point = text + "."  # (read by attnlab.alt_text.alt_text, as its describe() sets it)
 
 
 def plot_gd_gap_map(gap_map, ax=None, span=None):
@@ -290,8 +323,11 @@ def plot_branch_curves(x, curves, ax=None, ylabel=None, xlabel=r"sample complexi
     ax = new_axes(ax)
     for branch, y in curves.items():
         xb = x[branch] if isinstance(x, dict) else x
-        ax.plot(xb, y, style, color=COLORS.get(branch, "k"),
-                label=f"{label_prefix}{_BRANCH_LABELS.get(branch, branch)}", **kwargs)
+        # a plain line gets the branch's line style and sparse markers (the second channel)
+        line = dict(ls=LINESTYLES.get(branch, "-"), marker=MARKERS.get(branch), markevery=0.1, ms=4) \
+            if style == "-" else {}
+        ax.plot(xb, y, *([] if line else [style]), color=COLORS.get(branch, "k"),
+                label=f"{label_prefix}{_BRANCH_LABELS.get(branch, branch)}", **{**line, **kwargs})
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
@@ -299,7 +335,7 @@ def plot_branch_curves(x, curves, ax=None, ylabel=None, xlabel=r"sample complexi
     return ax
 
 
-def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=True):
+def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker=None, filled=True):
     """Simulation points (with optional error bars) in the colour of ``kind``.
 
     Parameters
@@ -309,7 +345,8 @@ def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=T
     ax : matplotlib Axes, optional
     yerr : array_like, shape (k,), optional
     label : str, optional
-    marker : str
+    marker : str, optional
+        Default: the marker of ``kind`` (:data:`MARKERS`), else a circle.
     filled : bool
         Open markers when ``False`` (e.g. to tell two optimisers apart).
 
@@ -319,6 +356,7 @@ def plot_points(x, y, kind, ax=None, yerr=None, label=None, marker="o", filled=T
     """
     ax = new_axes(ax)
     c = COLORS.get(kind, "k")
+    marker = marker or MARKERS.get(kind, "o")
     ax.errorbar(x, y, yerr=yerr, fmt=marker, ms=5, capsize=2, color=c, mfc=c if filled else "white",
                 label=label, lw=1)
     return ax
@@ -509,7 +547,7 @@ INIT_LABELS = {**START_NAMES, "semantic": START_NAMES["semantic"] + r" $Q_0 = Q^
 
 
 def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False, label_fmt=None,
-                         marker="o", filled=True, select=None, kind=None, x_scale=1.0):
+                         marker=None, filled=True, select=None, kind=None, x_scale=1.0):
     """Mean and standard error over seeds of finite-``d`` runs, one series per ``by`` value.
 
     Parameters
@@ -531,7 +569,8 @@ def plot_simulation_runs(runs, y, ax=None, x="alpha", by="init", absolute=False,
         Legend label, formatted with the series value; or a dict from series value to label
         (default: ``"GD, "`` and the :data:`START_NAMES` entry when ``by == "init"``,
         else the series value).
-    marker : str
+    marker : str, optional
+        Default: the marker of the series' colour key (:data:`MARKERS`).
     filled : bool
     select : ndarray of bool, optional
         Rows to use.
@@ -617,7 +656,8 @@ def _theory_line(ax, theory, omega, branch, minimizer, y, style, label):
     if rows.any():
         order = np.argsort(theory["alpha"][rows])
         vals = np.abs(theory[y][rows][order])
-        ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label)
+        ax.plot(theory["alpha"][rows][order], vals, style, color=COLORS[branch], lw=1.6, label=label,
+                marker=MARKERS[branch], markevery=0.1, ms=4)
 
 
 def _gap_panel(ax, runs, theory, omega):

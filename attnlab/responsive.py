@@ -198,18 +198,11 @@ def _min_font_px(fig) -> float:
 
 
 def _alt(fig) -> str:
-    """What the figure shows, from its titles and axis labels (the image's alternative text)."""
-    parts = []
-    if fig._suptitle is not None and fig._suptitle.get_text():
-        parts.append(fig._suptitle.get_text())
-    for group in _panels(fig) or [[ax] for ax in fig.axes]:
-        ax = group[0]
-        label = ax.get_title() or ""
-        axes = " against ".join(t for t in (ax.get_ylabel(), ax.get_xlabel()) if t)
-        if label or axes:
-            parts.append(f"{label}{': ' if label and axes else ''}{axes}")
-    text = "Figure. " + "; ".join(parts) if parts else "Figure"
-    return text.replace("$", "")
+    """What the figure shows (the image's alternative text): :func:`attnlab.alt_text.alt_text`."""
+    from .alt_text import alt_text
+    from .plots import COLOR_WORDS, COLORS
+
+    return alt_text(fig, _panels(fig) or None, {COLORS[k].lower(): w for k, w in COLOR_WORDS.items()})
 
 
 def figure_html(fig) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 from .params import ModelParams
 from .plots import plot_attention_matrix, plot_branch_bars
 
-__all__ = ["fast_quadrature", "SEExplorerState", "solve_both_branches", "se_explorer_figure",
+__all__ = ["fast_quadrature", "SEExplorerState", "solve_both_branches", "se_explorer_figure", "se_readout",
            "se_explorer", "overlaps_figure", "overlaps_explorer", "teacher_explorer", "LiveFigure"]
 
 
@@ -93,19 +93,27 @@ class LiveFigure:
         Heading of the panel.
     note : str
         Sentence shown in static pages next to the (disabled) sliders.
+    describe : callable, optional
+        ``describe(**values) -> str``: the values drawn at the current setting, in words;
+        written after every redraw into ``readout``, a ``role="status"`` region (what a
+        screen reader reads instead of the picture).
 
     Attributes
     ----------
     panel : ipywidgets.VBox
-        The sliders and a status line.
+        The sliders, the readout and a status line.
+    readout : ipywidgets.HTML
+        The text of ``describe`` at the last redraw (empty without ``describe``).
     last_seconds : float
         Time of the last redraw.
     """
 
-    def __init__(self, sliders: dict, draw: Callable, title: str, note: str):
+    def __init__(self, sliders: dict, draw: Callable, title: str, note: str, describe: Callable | None = None):
         import ipywidgets as widgets
 
         self.sliders, self.draw, self.title, self.note = sliders, draw, title, note
+        self.describe = describe
+        self.readout = widgets.HTML(value="")
         for w in sliders.values():
             w.continuous_update = False
         self.status = widgets.HTML(value="")
@@ -122,7 +130,7 @@ class LiveFigure:
                 return data
 
         box = widgets.HBox(list(sliders.values()), layout=widgets.Layout(flex_flow="row wrap"))
-        self.panel = _Panel([widgets.HTML(f"<b>{html.escape(title)}</b>"), box, self.status])
+        self.panel = _Panel([widgets.HTML(f"<b>{html.escape(title)}</b>"), box, self.readout, self.status])
         self.handle = None
         self.last_seconds = float("nan")
 
@@ -147,6 +155,9 @@ class LiveFigure:
         fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
         plt.close(fig)
         self.last_seconds = time.perf_counter() - t0
+        if self.describe is not None:
+            text = html.escape(self.describe(**self.values()))
+            self.readout.value = f'<div role="status" aria-live="polite">{text}</div>'
         return Image(data=buf.getvalue(), format="png")
 
     def show(self):
@@ -392,6 +403,32 @@ def overlaps_figure(state: SEExplorerState, params: ModelParams, alpha: float):
     return fig
 
 
+def se_readout(state: SEExplorerState, alpha: float) -> str:
+    """The values the live explorers draw at ``alpha``, in words (their readout).
+
+    Parameters
+    ----------
+    state : SEExplorerState
+        Output of :func:`solve_both_branches` at ``alpha``.
+    alpha : float
+
+    Returns
+    -------
+    str
+        Per branch ``eps_t``, ``eps_g``, ``m``, ``theta`` (or why it has none), and the
+        linear baseline's ``eps_g``.
+    """
+    parts = []
+    for branch in ("semantic", "positional"):
+        res = state.results.get(branch)
+        if res is None:
+            parts.append(f"{branch} branch: none ({state.errors.get(branch, 'not solved')})")
+        else:
+            parts.append(f"{branch} branch: training loss ε_t {res.eps_t:.5f}, test error ε_g {res.eps_g:.5f}, "
+                         f"m {res.m:.4f}, θ {res.theta:.4f}" + ("" if res.converged else " (not converged)"))
+    return f"At α = {alpha:.2f}: " + "; ".join(parts) + f"; linear baseline ε_g {state.eps_g_linear:.5f}."
+
+
 def _live_se(omega, sigma, lam, alpha, A, quad, figure, title, status, show):
     """Sliders for ``omega, sigma, lambda, alpha`` whose release solves both branches and draws
     ``figure(state, params, alpha)``: the machinery of :func:`se_explorer` and
@@ -414,7 +451,10 @@ def _live_se(omega, sigma, lam, alpha, A, quad, figure, title, status, show):
         solve_both_branches(params, alpha, state, quad=quad)
         return figure(state, params, alpha)
 
-    live = LiveFigure(sliders, draw, title, status)
+    def describe(omega, sigma, lam, alpha):
+        return se_readout(state, alpha)
+
+    live = LiveFigure(sliders, draw, title, status, describe=describe)
     live.state = state
     return live.show() if show else live
 
@@ -474,7 +514,12 @@ def teacher_explorer(omega: float = 0.3, h1: float = 1.0, h2: float = -0.5, A=No
                               title=rf"teacher $T(h^*)$, $\omega$ = {omega:.2f}")
         return fig
 
+    def describe(omega, h1, h2):
+        from .explorers import teacher_readout
+
+        return teacher_readout(teacher_attention(np.array([h1, h2]), omega, A_arr))
+
     live = LiveFigure(sliders, draw, "Teacher attention explorer",
-                      "move a slider to redraw the teacher's attention matrix")
+                      "move a slider to redraw the teacher's attention matrix", describe=describe)
     return live.show() if show else live
 

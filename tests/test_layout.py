@@ -19,7 +19,8 @@ LAYERS = [
                "attnlab.parallel", "attnlab.safe_cache"}),
     ("theory", {"attnlab.theory"}),
     ("experiments", {"attnlab.experiments", "attnlab.explorer_grid", "attnlab.extrapolation"}),
-    ("figures", {"attnlab.plots", "attnlab.experiments.figures", "attnlab.widgets", "attnlab.explorers"}),
+    ("figures", {"attnlab.plots", "attnlab.experiments.figures", "attnlab.widgets", "attnlab.explorers",
+                 "attnlab.responsive", "attnlab.alt_text", "attnlab.explorer_access"}),
     ("command line", {"attnlab.cli"}),
 ]
 

@@ -196,7 +196,7 @@ def test_figure_html_serves_the_phone_variant_below_600_px_with_alt_text():
     small.add_subplot().plot([0, 1])
     try:
         assert html.count("data:image/png;base64,") == 2 and f'media="{PHONE_MEDIA}"' in html
-        assert 'alt="Figure. two panels; training loss: eps_t against alpha' in html
+        assert 'alt="Figure. two panels. training loss: eps_t against alpha (alpha from 0 to 1)' in html
         wide_px, narrow_px = (float(x) for x in re.findall(r'min-font-px="([\d.]+)"', html))
         # the smallest text is a tick label (rc size "medium"), in pixels of the PNG
         from matplotlib.font_manager import FontProperties
@@ -219,3 +219,67 @@ def test_phone_figures_registers_the_html_display_of_figures():
     shell = InteractiveShell.instance()
     phone_figures(shell)
     assert shell.display_formatter.formatters["text/html"].lookup_by_type(Figure) is figure_html
+
+
+def test_alt_text_says_which_curve_is_which_and_the_point():
+    """The alternative text names each curve with its colour, line style and marker (the
+    channels that survive greyscale) and puts the point set by ``describe`` first."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.alt_text import describe
+    from attnlab.plots import plot_branch_curves, plot_linear_level
+    from attnlab.responsive import figure_html
+
+    ax = plot_branch_curves(np.linspace(0, 3, 20), {"semantic": np.linspace(1, 0, 20),
+                                                     "positional": np.linspace(0.5, 0.4, 20)},
+                            ylabel=r"training loss $\varepsilon_t$")
+    plot_linear_level(0.3, ax=ax)
+    ax.legend()
+    describe(ax.figure, "The semantic branch ends lower.")
+    try:
+        html = figure_html(ax.figure)
+        assert ('alt="Figure. The semantic branch ends lower. training loss ε_t against sample complexity '
+                'α = n/d (α from 0 to 3); curves: SE semantic (red, solid line, circles), SE positional '
+                '(blue, dashed line, squares), linear baseline (grey, dashed line)."') in html
+    finally:
+        plt.close("all")
+
+
+def test_phase_diagram_alt_text_states_its_point():
+    import matplotlib.pyplot as plt
+
+    from attnlab.plots import plot_phase_diagram
+    from attnlab.responsive import figure_html
+
+    ax = plot_phase_diagram([dict(omega=0.0, alpha_c=1.0, alpha_l=1.2), dict(omega=0.3, alpha_c=1.24, alpha_l=1.49),
+                             dict(omega=0.5, alpha_c=2.0, alpha_l=float("nan"))])
+    try:
+        html = figure_html(ax.figure)
+        assert ('alt="Figure. The positional phase lies left of α_c, the semantic phase right of it; α_c goes from '
+                '1.00 at ω = 0 to 2.00 at ω = 0.5; α_l, where the semantic minimum beats the linear baseline, is '
+                '1.20 at ω = 0. positional weight ω against') in html
+        assert "α_c (training losses cross) (black, solid line, circles)" in html
+    finally:
+        plt.close("all")
+
+
+def test_alt_text_of_error_bars_and_collections():
+    """Legend handles of error bars, scatter plots and filled areas (whose line style and colour
+    are lists) are described as far as they can be, never an error (chapter 5's GD figure)."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.plots import plot_points
+    from attnlab.responsive import figure_html
+
+    fig, ax = plt.subplots()
+    plot_points([1, 2], [0.1, 0.2], "semantic", ax=ax, yerr=[0.01, 0.02], label="GD semantic")
+    ax.scatter([1, 2], [0.3, 0.1], c=[0.2, 0.8], label="scatter")
+    ax.fill_between([1, 2], [0, 0], [1, 1], color="0.8", label="band")
+    ax.vlines([1.5], 0, 1, linestyles="dashed", label="lines")
+    ax.legend()
+    try:
+        html = figure_html(fig)
+        assert 'alt="Figure. curves: ' in html and "GD semantic (red" in html
+        assert "band" in html and "lines (dashed line)" in html
+    finally:
+        plt.close("all")

@@ -797,7 +797,9 @@ def lecture_notebook(lecture: dict):
 _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 {# offline: no mermaid module from a CDN (the chapters have no mermaid diagrams) #}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{# 1280x720 slides; a figure fits the slide's height (tall ones are cut into rows by build_course) #}
+{# 1280x720 slides; a figure fits the slide's height (tall ones are cut into rows by build_course);
+   links are underlined: their colour alone is 1.86:1 against the text (WCAG 1.4.1 wants 3:1 or a
+   second cue); a long text cell is not a scroll box, which a keyboard could not scroll (WCAG 2.1.1) #}
 {%- block html_head_css -%}
 <style>
 .reveal .jp-OutputArea-output img { max-height: 640px; width: auto; max-width: 100%; }
@@ -809,6 +811,8 @@ _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 .reveal .jp-OutputArea-output img { display: block; margin: 0 auto; }
 .reveal .jp-RenderedHTMLCommon p { font-size: 30px; line-height: 1.35; }
 .reveal .jp-RenderedHTMLCommon li { font-size: 27px; line-height: 1.3; }
+.reveal .slides a { text-decoration: underline; }
+.reveal .slides .jp-RenderedMarkdown { overflow: visible; }
 </style>
 {%- endblock html_head_css -%}
 {%- block footer_js -%}
