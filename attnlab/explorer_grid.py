@@ -92,7 +92,7 @@ class ExplorerGrid:
         booleans ``converged`` and ``on_branch`` (converged with lead overlap
         ``m`` resp. ``theta`` above ``1e-6`` and not unstable, ``stability < 1`` or unknown:
         the branch's minimum exists there), and ``stability``
-        (:attr:`~attnlab.theory.SEResult.stability`; NaN in rows written before it was recorded). Branch
+        (``SEResult.stability``; NaN in rows written before it was recorded). Branch
         axis in the order of :data:`attnlab.params.BRANCHES`.
     eps_g_linear : ndarray, shape (n_omega, n_sigma, n_lam)
         Test error of the linear positional baseline.

@@ -220,7 +220,7 @@ def run_theory_spec(spec: Mapping) -> list[dict]:
       (:func:`attnlab.theory.se_curve`, warm-started along the curve); one row
       per ``alpha`` with ``m, theta, qnorm, eps_t, eps_g, eps_g_linear,
       converged, residual, iterations, stability`` (the eigenvalue of the pinned direction,
-      :attr:`~attnlab.theory.SEResult.stability`: at 1 or above the point is no minimum; not
+      ``SEResult.stability``: at 1 or above the point is no minimum; not
       counted in ``task_seconds``) (a point where the solver fails is a
       row with ``converged = False`` and NaN values, not a lost curve);
     * ``"transition"``: :func:`attnlab.theory.find_transition`; one row with

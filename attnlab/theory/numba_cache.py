@@ -1,7 +1,7 @@
 """Numba's on-disk cache of attnlab's kernels: only in a folder no other user can write, and damage repaired.
 
 Numba keeps a compiled kernel (``cache=True``) as an index ``NAME.nbi`` and data files
-``NAME.N.nbc`` and reads both with :mod:`pickle`: whoever can write these files runs code
+``NAME.N.nbc`` and reads both with ``pickle``: whoever can write these files runs code
 in every process that loads them (unlike the point sets, :mod:`attnlab.safe_cache`, they
 cannot be stored as plain arrays). Hence:
 
@@ -14,7 +14,7 @@ cannot be stored as plain arrays). Hence:
   A numba cache is therefore never shared between users; each user compiles once
   (``attnlab warm-up`` as that user, e.g. at the start of a session), see the README.
 * :func:`guard_loads` wraps the loading of each kernel: an index or data file that cannot
-  be read (random bytes, cut off, empty: numba raises from :mod:`pickle`, on every run)
+  be read (random bytes, cut off, empty: numba raises from ``pickle``, on every run)
   is removed where this user owns it and the kernel is compiled again, into the same
   folder if the file could be removed, else into a fresh private folder; one warning
   line names the folder. (Removing a file cannot make it run: it is never unpickled.)
