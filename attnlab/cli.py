@@ -157,7 +157,7 @@ def _cmd_theory(args) -> dict:
     from .theory import solve_state_evolution
 
     if args.tol is not None and args.minimizer == "followed" and check_tolerance("tol", args.tol) < FOLLOWED_TOL:
-        warnings.warn(f"--tol {args.tol:g} is below the followed minimiser's residual floor ({FOLLOWED_TOL:g} with "
+        warnings.warn(f"--tol {args.tol:g} is below the followed prox's residual floor ({FOLLOWED_TOL:g} with "
                       "its default points), which it stops at instead (--minimizer global solves to the tolerance)",
                       RuntimeWarning)
     tol = DEFAULT_TOL if args.tol is None else args.tol
@@ -267,7 +267,7 @@ def _add_state_evolution(sub) -> None:
     p.add_argument("--branch", choices=BRANCHES, default="semantic", help="branch to follow (default semantic)")
     p.add_argument("--tol", type=float, default=None,
                    help=f"tolerance on the max-norm of the fixed-point residual, in (0, {MAX_TOLERANCE:g}] "
-                        f"(default {DEFAULT_TOL:g}); the followed minimiser stops at its quasi-Monte Carlo floor "
+                        f"(default {DEFAULT_TOL:g}); the followed prox stops at its quasi-Monte Carlo floor "
                         f"instead, {FOLLOWED_TOL:g} with its default points: --minimizer global for less")
     p.add_argument("--error-estimate", action="store_true", help="also report the quadrature error")
     _add_minimizer(p)

@@ -139,7 +139,7 @@ def test_tol_below_the_followed_floor_warns(capsys, stub_compute):
     (before solving); the default tolerance and the global minimiser do not warn."""
     base = ["theory"] + CLI_BASE["theory"]
     code, err = _run(base + ["--tol", "1e-10"], capsys)
-    assert code is None and "below the followed minimiser's residual floor" in err and "--minimizer global" in err
+    assert code is None and "below the followed prox's residual floor" in err and "--minimizer global" in err
     for extra in ([], ["--tol", "1e-10", "--minimizer", "global"], ["--tol", "1e-3"]):
         code, err = _run(base + extra, capsys)
         assert code is None and "floor" not in err, extra

@@ -526,8 +526,8 @@ def slide_markdown(src: str, values: dict, bib: dict) -> str:
             continue
         if re.match(r"^`{3,}", line):  # a code block, kept
             fences.append((re.match(r"^`{3,}", line).group(0), False))
-        if re.match(r"^:(label|class|tags|nonumber):", line):
-            continue
+        if re.match(r"^:(label|class|tags|nonumber):", line) or re.match(r"^\([\w-]+\)=\s*$", line):
+            continue  # a directive's options, a target "(sec-x)=" before a heading
         out.append(line)
     return "\n".join(out).strip()
 
@@ -668,7 +668,9 @@ def split_block(text: str) -> list[str]:
         paragraphs += re.split(r"\n(?=(?:\d+\.|[*-]) )", par) if re.match(r"(?:\d+\.|[*-]) ", par) else [par]
     chunks, current = [], []
     for par in paragraphs:
-        if current and len("\n\n".join(current + [par])) > BLOCK_CHARS and not par.lstrip().startswith("$$"):
+        title_only = len(current) == 1 and current[0].startswith("**")  # a title never stands alone
+        if current and not title_only and len("\n\n".join(current + [par])) > BLOCK_CHARS \
+                and not par.lstrip().startswith("$$"):
             chunks.append(current)
             current = []
         current.append(par)
@@ -813,6 +815,7 @@ _TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
 .reveal .jp-RenderedHTMLCommon li { font-size: 27px; line-height: 1.3; }
 .reveal .slides a { text-decoration: underline; }
 .reveal .slides .jp-RenderedMarkdown { overflow: visible; }
+.reveal .slide-number, .reveal .slide-number-pdf { color: #fff !important; background-color: #222 !important; }
 </style>
 {%- endblock html_head_css -%}
 {%- block footer_js -%}
