@@ -598,7 +598,9 @@ def chapter_slides(src: str) -> list[tuple[str, str]]:
             slides.append(("slide", section))
         elif growing:
             section.append(unit)
-            growing = section[0].startswith("# ") or unit.rstrip().endswith(":")
+            # a lead that announces what follows (an equation after a colon, a list after "You can now")
+            growing = section[0].startswith("# ") or unit.rstrip().endswith(":") or (
+                len(unit) < 40 and not unit.rstrip().endswith((".", "?", "!")))
     return [(kind, "\n\n".join(body) if isinstance(body, list) else body) for kind, body in slides]
 
 
@@ -642,6 +644,18 @@ def chapter_names_text(chapters: list[str]) -> str:
     return " and ".join(parts)
 
 
+def first_clause(text: str, shortest: int = 25) -> str:
+    """``text`` up to its first ``,``, ``;`` or `` (`` outside ``$...$`` math that comes after at
+    least ``shortest`` characters (a list item's point on a slide; the rest is in the notes)."""
+    in_math = False
+    for i, ch in enumerate(text):
+        if ch == "$":
+            in_math = not in_math
+        elif not in_math and i >= shortest and (ch in ",;" or text.startswith(" (", i)):
+            return text[:i]
+    return text.rstrip(";.")
+
+
 def section_slide(name: str, text: str) -> tuple[str, str]:
     """``(slide text, speaker notes)`` of a section: the heading with its points from
     :data:`SLIDE_POINTS` (or the first sentence of its first paragraph); the notes carry the
@@ -655,8 +669,13 @@ def section_slide(name: str, text: str) -> tuple[str, str]:
         shown = "\n".join(f"* {p}" for p in points)
     else:
         shown = first_sentence(body.strip())
+        lead, _, rest = body.strip().partition("\n\n")
         if shown.rstrip().endswith(":"):  # it announces an equation: show it too
             shown = body.strip()
+        elif len(lead) < 40 and re.match(r"[*-] ", rest):  # "You can now" and a list: its items' first clauses
+            items = [first_clause(" ".join(item.split()).lstrip("*- "))
+                     for item in re.split(r"\n(?=[*-] )", rest.partition("\n\n")[0])]
+            shown = lead.rstrip(":") + ":\n\n" + "\n".join(f"* {i}" for i in items)
     return f"{heading}\n\n{shown}".strip(), body.strip()
 
 
