@@ -235,6 +235,13 @@ def test_a_table_completed_before_an_interrupt_is_complete(tmp_path):
     assert len(read_rows(tmp_path / "done.csv")) == 2
 
 
+def _as_in_a_terminal():
+    """The child starts with Ctrl-C's default disposition, as a command typed in a terminal does.
+    A job started in the background (``cmd &`` in a script, as CI may be run) inherits SIGINT
+    ignored, and the CLI rightly keeps it ignored: the command then ran to its end (exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_cold_compile_exits_promptly(tmp_path):
     """Numba compiling a kernel (in C) held the interrupt for 6-13 s: now the command ends within
     the grace period (cli.INTERRUPT_GRACE, 2 s) with one line."""
@@ -242,8 +249,15 @@ def test_ctrl_c_during_a_cold_compile_exits_promptly(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
            "ATTNLAB_CACHE_DIR": str(tmp_path / "points")}
     proc = subprocess.Popen([sys.executable, "-m", "attnlab.cli", "transition", "--omega", "0.3"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)  # imports done, compiling
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_in_a_terminal)
+    # attnlab.theory creates NUMBA_CACHE_DIR when it is imported, before any kernel is compiled:
+    # from then on the command compiles for several seconds (a fixed 4 s sleep missed it on an idle machine)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "numba").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert proc.poll() is None, ("the command ended before it was interrupted", proc.communicate())
     proc.send_signal(signal.SIGINT)
     t0 = time.perf_counter()
     out, err = proc.communicate(timeout=120)
@@ -268,7 +282,8 @@ def test_ctrl_c_with_a_local_dask_cluster_is_one_line(tmp_path):
                              str(tmp_path), "--dask", "local", "--workers", "2", "--no-progress", "--no-theory",
                              "--ds", "2000", "--seeds", "0,1,2,3"],
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while not (tmp_path / "finite-size.json").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)  # the cluster is up and the sweep's session has started
