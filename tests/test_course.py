@@ -388,8 +388,8 @@ import wrong_submissions  # noqa: E402
 @pytest.mark.course
 @pytest.mark.parametrize("number", [lec["number"] for lec in PLAN["lectures"]])
 def test_problem_set_bundle_and_student_notebook(course, number):
-    """The bundle installs attnlab at the release on Python 3.11 and holds the requirements.txt the
-    course plan promises; the student notebook starts with the chapters' install cell (attnlab with
+    """The bundle installs attnlab from its own wheel on Python 3.11 and holds the requirements.txt
+    the course plan promises; the student notebook starts with the chapters' install cell (attnlab with
     otter-grader), has no solution and no hidden test, and carries its public tests for Colab."""
     import zipfile
 
@@ -397,9 +397,11 @@ def test_problem_set_bundle_and_student_notebook(course, number):
     bundle = zipfile.ZipFile(ps / "autograder" / "autograder.zip")
     env = yaml.safe_load(bundle.read("environment.yml"))
     assert "python=3.11" in env["dependencies"]
-    spec = f"attnlab @ {build_course.release_spec()}"
-    assert spec in env["dependencies"][-1]["pip"]
-    assert spec in bundle.read("requirements.txt").decode()
+    # attnlab from the wheel of this checkout that the bundle carries, not from the repository
+    (wheel,) = [n for n in bundle.namelist() if n.startswith("attnlab-") and n.endswith(".whl")]
+    assert f"/autograder/source/{wheel}" in env["dependencies"][-1]["pip"]
+    assert f"/autograder/source/{wheel}" in bundle.read("requirements.txt").decode()
+    assert "git+" not in bundle.read("environment.yml").decode()
     assert json.loads(bundle.read("otter_config.json"))["show_hidden"] is True
     nb = nbformat.read(ps / "student" / f"ps{number}.ipynb", as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "code")
@@ -413,36 +415,88 @@ def test_problem_set_bundle_and_student_notebook(course, number):
     assert any("grader.export(" in c.source for c in nb.cells)
 
 
-@pytest.mark.course
-def test_bundle_grades_as_gradescope_runs_it(course, tmp_path):
-    """Gradescope's layout: the bundle unzipped into ``/autograder/source``, a submission (the zip
-    that the export cell makes, unpacked) in ``/autograder/submission``; the bundle's ``run_otter.py`` (what
-    ``run_autograder`` runs after activating the environment that ``setup.sh`` built) writes
-    ``/autograder/results/results.json``. Here ``/autograder`` is a temporary folder and the
-    environment is the test's own (no fresh install: setup.sh needs the network and the release tag)."""
+def _fresh_grading_env(source: Path, root: Path, where: Path) -> Path:
+    """A new virtual environment built as the bundle's ``setup.sh`` builds Gradescope's: the Python
+    of its ``environment.yml``, then that file's conda packages and its pip list (otter-grader, a CPU
+    torch index, attnlab from the bundle's own wheel), with ``/autograder`` at ``root``. Only conda
+    itself is replaced by a venv (setup.sh fetches Miniforge from GitHub). Returns its python."""
+    env = yaml.safe_load((source / "environment.yml").read_text())
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    (version,) = [d.split("=", 1)[1] for d in conda if d.startswith("python=")]
+    python = shutil.which(f"python{version}")
+    assert python, f"the bundle's environment.yml asks for Python {version}; this machine has no python{version}"
+    subprocess.run([python, "-m", "venv", str(where)], check=True)
+    (pip_list,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    lines = [d for d in conda if d.split("=")[0] not in ("python", "pip")] + pip_list
+    reqs = where / "requirements.txt"
+    reqs.write_text("\n".join(line.replace("/autograder", str(root)) for line in lines) + "\n")
+    res = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "--quiet", "--retries", "0",
+                          "-r", str(reqs)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return where / "bin" / "python"
+
+
+def _gradescope_run(python: Path, root: Path, notebook: Path) -> dict:
+    """Gradescope's run: the export zip of ``notebook`` unpacked into ``/autograder/submission``, then
+    ``run_autograder``'s ``python /autograder/source/run_otter.py``; returns ``results.json``."""
     import zipfile
 
-    pytest.importorskip("otter")
-    ps = course / "assignments" / "ps1"
-    root = tmp_path / "autograder"
-    zipfile.ZipFile(ps / "autograder" / "autograder.zip").extractall(root / "source")
-    setup = (root / "source" / "setup.sh").read_text()
-    assert "mamba env create -f /autograder/source/environment.yml" in setup
-    assert "python /autograder/source/run_otter.py" in (root / "source" / "run_autograder").read_text()
-    (root / "results").mkdir()
-    # the student uploads the export cell's zip; Gradescope unpacks it into /autograder/submission
-    with zipfile.ZipFile(tmp_path / "ps1_2026_01_01T00_00_00.zip", "w") as z:
-        z.write(ps / "solutions" / "ps1.ipynb", "ps1.ipynb")
-    zipfile.ZipFile(tmp_path / "ps1_2026_01_01T00_00_00.zip").extractall(root / "submission")
+    for sub in ("submission", "results"):
+        shutil.rmtree(root / sub, ignore_errors=True)
+        (root / sub).mkdir()
+    with zipfile.ZipFile(root / "export.zip", "w") as z:
+        z.write(notebook, "ps1.ipynb")
+    zipfile.ZipFile(root / "export.zip").extractall(root / "submission")
     script = (root / "source" / "run_otter.py").read_text().replace('"/autograder"', repr(str(root)))
     assert repr(str(root)) in script
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root / "source")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    res = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=root / "source", env=env)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    results = json.loads((root / "results" / "results.json").read_text())
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+@pytest.mark.course
+def test_bundle_sets_up_and_grades_in_a_fresh_environment(course, tmp_path):
+    """The bundle as Gradescope runs it: unzipped into ``/autograder/source`` (here a temporary
+    folder), its environment built afresh from its own ``environment.yml`` (Python 3.11, otter-grader,
+    attnlab from the wheel inside the bundle: no repository access, no release tag), then
+    ``run_autograder`` on two submissions: the solution scores full, a wrong one (1/d instead of
+    1/(2d)) scores 0 on that question. Hidden results show once grades are published."""
+    import zipfile
+
+    ps = course / "assignments" / "ps1"
+    root = tmp_path / "autograder"
+    bundle = zipfile.ZipFile(ps / "autograder" / "autograder.zip")
+    bundle.extractall(root / "source")
+    source = root / "source"
+    assert "mamba env create -f /autograder/source/environment.yml" in (source / "setup.sh").read_text()
+    assert "python /autograder/source/run_otter.py" in (source / "run_autograder").read_text()
+    (wheel,) = source.glob("attnlab-*.whl")
+    assert f"/autograder/source/{wheel.name}" in (source / "requirements.txt").read_text()
+    python = _fresh_grading_env(source, root, tmp_path / "env")
+    # attnlab is the bundle's wheel, installed into the fresh environment (not this checkout)
+    where = subprocess.run([str(python), "-c", "import attnlab; print(attnlab.__file__, attnlab.__version__)"],
+                           capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    assert where.returncode == 0 and where.stdout.startswith(str(tmp_path / "env")), where.stdout + where.stderr
+    import attnlab
+
+    assert where.stdout.split()[1] == attnlab.__version__
+
+    results = _gradescope_run(python, root, ps / "solutions" / "ps1.ipynb")
     tests = [t for t in results["tests"] if t["name"] != "Public Tests"]
     assert tests and all(t["score"] == t["max_score"] > 0 for t in tests), tests
-    # hidden results are shown after the grades are published
     assert all(t.get("visibility") in (None, "visible", "after_published") for t in results["tests"])
+
+    # the first wrong submission of ps1 (a uniform constant for q1), made as the grading test makes it
+    entry = wrong_submissions.wrong_set("ps1")[0]
+    nb, wrong = wrong_submissions.make_wrong(nbformat.read(ps / "solutions" / "ps1.ipynb", as_version=4), entry)
+    (question,) = wrong
+    made = tmp_path / "wrong" / "ps1.ipynb"
+    made.parent.mkdir()
+    nbformat.write(nb, made)
+    graded = _gradescope_run(python, root, made)["tests"]
+    hit = [t for t in graded if t["name"].startswith(question)]
+    assert hit and sum(t["score"] for t in hit) == wrong[question] == 0, (entry, hit)
 
 
 def _scores(csv_path: Path) -> dict:

@@ -907,11 +907,51 @@ def release_spec() -> str:
     return f"git+{repo['url']}@{repo['branch']}"
 
 
-def grading_requirements() -> str:
-    """The packages the autograder's environment needs besides otter: attnlab at the book's
-    release, with a CPU build of torch."""
+#: What the wheel of attnlab is built from (``pyproject.toml``: the package and its cached tables).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "attnlab", "results", "book/_data")
+
+#: Where Gradescope unpacks the autograder bundle (``/autograder/source``); the bundle's wheel of
+#: attnlab is installed from there.
+BUNDLE_SOURCE = "/autograder/source"
+
+
+def build_wheel(dest: Path) -> Path:
+    """A wheel of this checkout's attnlab (``pip wheel --no-deps``) in ``dest``: the autograder
+    bundles carry it, so that they grade with the library the course was built from, with no
+    network access to the repository and no release tag needed.
+
+    Raises
+    ------
+    SystemExit
+        If pip cannot build the wheel (its output is shown).
+    """
+    import tempfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("attnlab-*.whl"):
+        old.unlink()
+    with tempfile.TemporaryDirectory() as tmp:
+        # from a copy of what the wheel is made of: setuptools' build/ folder in a checkout can
+        # hold modules deleted since, which would be packed too
+        src = Path(tmp) / "src"
+        for rel in WHEEL_SOURCES:
+            copy = shutil.copytree if (ROOT / rel).is_dir() else shutil.copy2
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            copy(ROOT / rel, src / rel, **({"ignore": shutil.ignore_patterns("__pycache__")}
+                                           if (ROOT / rel).is_dir() else {}))
+        res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                              "--quiet", "-w", str(dest), str(src)], capture_output=True, text=True)
+    wheels = sorted(dest.glob("attnlab-*.whl"))
+    if res.returncode != 0 or len(wheels) != 1:
+        raise SystemExit(f"pip wheel of attnlab failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return wheels[0]
+
+
+def grading_requirements(wheel_name: str) -> str:
+    """The packages the autograder's environment needs besides otter: a CPU build of torch, and
+    attnlab from the wheel ``wheel_name`` that the bundle carries (in :data:`BUNDLE_SOURCE`)."""
     return ("--extra-index-url https://download.pytorch.org/whl/cpu\n"
-            f"attnlab @ {release_spec()}\n")
+            f"{BUNDLE_SOURCE}/{wheel_name}\n")
 
 
 def release_tag_exists() -> bool:
@@ -968,11 +1008,11 @@ def embed_public_tests(notebook: Path) -> None:
     nbformat.write(nb, notebook)
 
 
-def add_to_zip(path: Path, name: str, text: str) -> None:
+def add_to_zip(path: Path, name: str, data: str | bytes) -> None:
     import zipfile
 
     with zipfile.ZipFile(path, "a") as z:
-        z.writestr(name, text)
+        z.writestr(name, data)
 
 
 def build_assignments(out: Path, lectures: list[dict]) -> dict:
@@ -983,12 +1023,14 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
     src_dir.mkdir(parents=True, exist_ok=True)
     # every problem set's config names this file: otter puts its lines into the bundle's
     # environment.yml, so that a grading service (Gradescope, otter's Docker image) installs
-    # attnlab too; the file itself is added to the bundle as well
-    requirements = grading_requirements()
+    # attnlab too, from the wheel that each bundle carries; the file itself is added as well
+    wheel = build_wheel(src_dir / "wheel")
+    requirements = grading_requirements(wheel.name)
     (src_dir / "requirements.txt").write_text(requirements)
     if not release_tag_exists():
-        print(f"warning: the autograder bundles install attnlab @ {release_spec()}, and this repository "
-              "has no such tag: create it (RELEASE.md) before students submit", file=sys.stderr)
+        print(f"warning: the student notebooks' install cell (Colab) installs attnlab @ {release_spec()}, "
+              "and this repository has no such tag: create it (RELEASE.md) before students start",
+              file=sys.stderr)
     n_tests = {}
     for lec in lectures:
         name = f"ps{lec['number']}"
@@ -1012,6 +1054,7 @@ def build_assignments(out: Path, lectures: list[dict]) -> dict:
         bundle = target / "autograder" / "autograder.zip"
         zips[-1].rename(bundle)
         add_to_zip(bundle, "requirements.txt", requirements)
+        add_to_zip(bundle, wheel.name, wheel.read_bytes())
         embed_public_tests(target / "student" / f"{name}.ipynb")
         (target / "solutions").mkdir()
         shutil.copy2(target / "autograder" / f"{name}.ipynb", target / "solutions" / f"{name}.ipynb")

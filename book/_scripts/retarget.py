@@ -16,8 +16,9 @@ only checks, for a release (``RELEASE.md``), that the book points at ``v`` + ``v
 ``pyproject.toml``, the tag that the release procedure creates (and that ``attnlab.__version__``
 is that version): ``repository.branch`` (what the
 launch buttons open), every chapter's install cell (``book/md/*.md`` and ``book/NN_*.ipynb``)
-and every other ``git+URL@TAG`` of attnlab in the files of :data:`PIN_FILES` (the autograder's
-requirements are made from ``_config.yml`` by ``build_course.grading_requirements``). With
+and every other ``git+URL@TAG`` of attnlab in the files of :data:`PIN_FILES` (the problem sets'
+install cell is made from ``_config.yml`` by ``build_course.release_spec``; their autograder
+installs the wheel it carries). With
 ``--tag`` (CI: the tag that was pushed) that tag must be the same one. Exit code 0 when all
 agree, 2 with one line naming what does not.
 """
