@@ -231,7 +231,10 @@ let phase;
 if (!Number.isFinite(ac)) phase = no_crossing[(i * shape[1] + j) * shape[2] + k];
 else if (x < ac) phase = phase_names.positional + " (α < α_c = " + ac.toFixed(3) + ")";
 else phase = phase_names.semantic + " (α ≥ α_c = " + ac.toFixed(3) + ")";
-readout.text = "At α = " + x.toFixed(2) + ": phase " + phase
+let absent = "";
+for (const b of branches) if (!Number.isFinite(at_x(b, "eps_t")))
+  absent += "<br>No " + b + " minimum here (its fixed point is unstable or absent at this α).";
+readout.text = "At α = " + x.toFixed(2) + ": phase " + phase + absent
   + "<br>training loss ε_t: semantic " + fmt(at_x("semantic", "eps_t"), 5) + ", positional " + fmt(at_x("positional", "eps_t"), 5)
   + "; test error ε_g: semantic " + fmt(at_x("semantic", "eps_g"), 5) + ", positional " + fmt(at_x("positional", "eps_g"), 5)
   + ", linear " + fmt(lin, 5) + "; α_l = " + fmt(al, 3);
@@ -302,7 +305,9 @@ def _transition_readout(grid: ExplorerGrid, i: int, j: int, k: int, a: int) -> s
         phase = f"{_phase_name('positional')} (α < α_c = {ac:.3f})"
     else:
         phase = f"{_phase_name('semantic')} (α ≥ α_c = {ac:.3f})"
-    return (f"At α = {x:.2f}: phase {phase}"
+    absent = "".join(f"<br>No {b} minimum here (its fixed point is unstable or absent at this α)."
+                     for b in BRANCHES if not np.isfinite(at_x(b, "eps_t")))
+    return (f"At α = {x:.2f}: phase {phase}{absent}"
             f"<br>training loss ε_t: semantic {fmt(at_x('semantic', 'eps_t'), 5)}, positional "
             f"{fmt(at_x('positional', 'eps_t'), 5)}; test error ε_g: semantic {fmt(at_x('semantic', 'eps_g'), 5)}, "
             f"positional {fmt(at_x('positional', 'eps_g'), 5)}, linear {fmt(lin, 5)}; α_l = {fmt(al, 3)}")

@@ -231,6 +231,16 @@ def test_transition_readout_names_the_phase_from_the_start(point, phase, words):
     assert "no crossing" not in ex._PHASE_JS and "no_crossing[" in ex._PHASE_JS
 
 
+def test_transition_readout_says_where_a_branch_has_no_minimum():
+    """Where a branch's curve has a gap at the cursor (no fixed point, or one unstable along its
+    pinned overlap: issue 39), the readout says so in words, not only "n/a"."""
+    g = load_explorer_grid(GRID_CSV)
+    absent = _model(ex.transition_explorer(g, omega=0.3, sigma=0.4, lam=0.04, alpha=0.5), "readout").text
+    assert "No semantic minimum here" in absent and "No positional minimum here" in absent, absent
+    present = _model(ex.transition_explorer(g, omega=0.3, sigma=0.5, lam=0.01, alpha=2.0), "readout").text
+    assert "minimum here" not in present, present
+
+
 def test_transition_readout_in_javascript_is_the_one_of_python(tmp_path):
     """The slider callback, run in Node with plain objects for the Bokeh models, writes at
     every grid point (and three cursors) the readout that Python writes, naming the phase."""
