@@ -25,7 +25,7 @@ from .experiments.runners import se_curve_spec, transition_spec
 from .experiments.store import cached_path, read_columns
 from .params import BRANCHES, DEFAULT_A, ModelParams
 
-__all__ = ["OMEGAS", "OMEGAS_DENSE", "SIGMAS", "LAMS", "ALPHAS", "explorer_tasks", "ExplorerGrid",
+__all__ = ["OMEGAS", "OMEGAS_DENSE", "SIGMAS", "LAMS", "ALPHAS", "explorer_tasks", "ExplorerGrid", "grid_spinodals", "minimum_runs",
            "IncompleteGridError", "load_explorer_grid"]
 
 #: ``omega`` of the curves (the transition explorer's slider).
@@ -211,3 +211,80 @@ def load_explorer_grid(path=None) -> ExplorerGrid:
         raise IncompleteGridError(f"{path}: {int((~seen).sum())} of {seen.size} thresholds of the grid are missing; "
                                   "run `attnlab reproduce explorer-grid` to finish it")
     return ExplorerGrid(omegas, sigmas, lams, alphas, dense, curves, eps_lin, alpha_c, alpha_l, str(path))
+
+
+def _crossing(alphas, stability, lo: int, hi: int, fallback: float) -> float:
+    """``alpha`` between grid points ``lo`` and ``hi = lo + 1`` where ``stability`` crosses 1
+    (linear interpolation); ``fallback`` where either value is unknown (the minimum ends
+    for another reason there: the branch collapses, or stability was not recorded)."""
+    s_lo, s_hi = stability[lo], stability[hi]
+    if not (np.isfinite(s_lo) and np.isfinite(s_hi)) or s_lo == s_hi or not min(s_lo, s_hi) < 1 <= max(s_lo, s_hi):
+        return float(fallback)
+    t = (1.0 - s_lo) / (s_hi - s_lo)
+    return float(alphas[lo] + t * (alphas[hi] - alphas[lo]))
+
+
+def minimum_runs(alphas, on_branch, stability) -> list[tuple[float, float]]:
+    """The ``alpha`` intervals where one branch's minimum exists along one grid curve.
+
+    Parameters
+    ----------
+    alphas : ndarray, shape (n_alpha,)
+    on_branch, stability : ndarray, shape (n_alpha,)
+        ``ExplorerGrid.curves["on_branch"]`` and ``["stability"]`` of the curve.
+
+    Returns
+    -------
+    list of (float, float)
+        ``(lo, hi)`` per run of grid points where the minimum exists; an end inside the
+        grid lies where ``stability`` crosses 1 between the run's last point and the next
+        (linear interpolation), else at the run's last point.
+    """
+    on = np.asarray(on_branch, bool)
+    runs, n = [], len(alphas)
+    i = 0
+    while i < n:
+        if not on[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and on[j + 1]:
+            j += 1
+        lo = float(alphas[i]) if i == 0 else _crossing(alphas, stability, i - 1, i, alphas[i])
+        hi = float(alphas[j]) if j == n - 1 else _crossing(alphas, stability, j, j + 1, alphas[j])
+        runs.append((lo, hi))
+        i = j + 1
+    return runs
+
+
+def grid_spinodals(grid: ExplorerGrid) -> dict:
+    """Both branches' spinodals at every curve point ``(omega, sigma, lambda)`` of the grid.
+
+    Read from the cached grid (:func:`minimum_runs`), so that the explorers draw them at every
+    ``sigma`` and ``lambda``; :func:`attnlab.theory.spinodals.find_spinodals` bisects instead.
+    The semantic minimum exists above ``alpha_s_semantic`` (the start of its last run), the
+    positional one below ``alpha_s_positional`` (the end of its first run), as in
+    :class:`attnlab.theory.spinodals.Spinodals`.
+
+    Returns
+    -------
+    dict
+        ``alpha_s_semantic``, ``alpha_s_positional``: ndarray, shape (n_omega, n_sigma, n_lam),
+        NaN where the run reaches the end of the grid's range or where there is no run;
+        ``runs``: ndarray of objects, shape (n_omega, n_sigma, n_lam, 2), each branch's
+        :func:`minimum_runs` (branch axis in the order of :data:`attnlab.params.BRANCHES`).
+    """
+    on, stab, alphas = grid.curves["on_branch"], grid.curves["stability"], grid.alphas
+    shape = on.shape[:3]
+    out = {k: np.full(shape, np.nan) for k in ("alpha_s_semantic", "alpha_s_positional")}
+    out["runs"] = np.empty(shape + (len(BRANCHES),), dtype=object)
+    s, p = BRANCHES.index("semantic"), BRANCHES.index("positional")
+    for at in np.ndindex(shape):
+        for b in range(len(BRANCHES)):
+            out["runs"][at + (b,)] = minimum_runs(alphas, on[at][b], stab[at][b])
+        sem, pos = out["runs"][at + (s,)], out["runs"][at + (p,)]
+        if sem and sem[-1][0] > alphas[0]:
+            out["alpha_s_semantic"][at] = sem[-1][0]
+        if pos and pos[0][1] < alphas[-1]:
+            out["alpha_s_positional"][at] = pos[0][1]
+    return out

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .explorer_grid import ExplorerGrid
+from .explorer_grid import ExplorerGrid, grid_spinodals
 from .extrapolation import gd_gap_map
 from .params import BRANCHES, DEFAULT_ALPHA_MAX, ModelParams
 from .explorer_access import make_accessible
@@ -420,7 +420,14 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
                    lam=_slider("lam", "λ (ridge)", grid.lams, _check("lam", lam, 0, 10)))
     n_o = len(grid.omegas_dense)
     table = {"alpha_c": grid.alpha_c, "alpha_l": grid.alpha_l}
-    src = ColumnDataSource(dict(omega=grid.omegas_dense, alpha_c=np.zeros(n_o), alpha_l=np.zeros(n_o)), name="thresholds")
+    # the spinodals, at the curves' omegas (NaN at the midpoints of the dense axis of the thresholds)
+    spin = grid_spinodals(grid)
+    on_dense = np.array([int(np.flatnonzero(np.isclose(grid.omegas_dense, w))[0]) for w in grid.omegas])
+    for key in ("alpha_s_semantic", "alpha_s_positional"):
+        dense = np.full(grid.alpha_c.shape, np.nan)
+        dense[on_dense] = spin[key]
+        table[key] = dense
+    src = ColumnDataSource(dict(omega=grid.omegas_dense, **{key: np.zeros(n_o) for key in table}), name="thresholds")
     fig = figure(height=420, sizing_mode="stretch_width", x_range=(0, 3), y_range=(-0.02, float(grid.omegas_dense[-1]) + 0.02),
                  tools="pan,wheel_zoom,box_zoom,reset,save", toolbar_location="above")
     fig.toolbar.logo = None
@@ -452,21 +459,44 @@ def phase_explorer(grid: ExplorerGrid, *, sigma: float = 0.5, lam: float = 0.01,
     ll = fig.line("alpha_l", "omega", source=src, color=COLORS["alpha_l"], line_width=2, line_dash="dashed")
     fig.add_tools(HoverTool(renderers=[lc, ll], tooltips=[("ω", "@omega{0.00}"), ("α_c", "@alpha_c{0.000}"),
                                                           ("α_l", "@alpha_l{0.000}")]))
+    spin_src = ColumnDataSource(dict(omega=grid.omegas, alpha_s_semantic=np.zeros(len(grid.omegas)),
+                                     alpha_s_positional=np.zeros(len(grid.omegas))), name="spinodals")
+    ls = fig.line("alpha_s_semantic", "omega", source=spin_src, color=COLORS["semantic"], line_width=2,
+                  line_dash="dotted")
+    fig.scatter("alpha_s_semantic", "omega", source=spin_src, color=COLORS["semantic"], marker="triangle", size=7)
+    lp = fig.line("alpha_s_positional", "omega", source=spin_src, color=COLORS["positional"], line_width=2,
+                  line_dash="dashdot")
+    fig.scatter("alpha_s_positional", "omega", source=spin_src, color=COLORS["positional"], marker="inverted_triangle",
+                size=7)
+    fig.add_tools(HoverTool(renderers=[ls, lp], tooltips=[("ω", "@omega{0.00}"),
+                                                          ("semantic minimum from α", "@alpha_s_semantic{0.00}"),
+                                                          ("positional minimum up to α", "@alpha_s_positional{0.00}")]))
     items += [LegendItem(label="α_c (training losses cross)", renderers=[lc]),
-              LegendItem(label="α_l (beats the linear baseline)", renderers=[ll])]
+              LegendItem(label="α_l (beats the linear baseline)", renderers=[ll]),
+              LegendItem(label="spinodal: semantic minimum appears", renderers=[ls]),
+              LegendItem(label="spinodal: positional minimum ends", renderers=[lp])]
     fig.add_layout(Legend(items=items, location="center", orientation="vertical"), "below")
     readout = Div(text="", name="readout", sizing_mode="stretch_width")
     args = dict(src=src, alpha_c=[float(x) for x in table["alpha_c"].ravel()],
                 alpha_l=[float(x) for x in table["alpha_l"].ravel()], shape=list(grid.alpha_c.shape),
+                spin_src=spin_src, on_dense=[int(i) for i in on_dense],
+                s_sem=[float(x) for x in table["alpha_s_semantic"].ravel()],
+                s_pos=[float(x) for x in table["alpha_s_positional"].ravel()],
                 readout=readout, gd=gd_src, gd_bar=gd_bar, gd_item=gd_item, gd_at=[gd_map["sigma"], gd_map["lam"]] if gd_map else None,
                 alpha_max=float(DEFAULT_ALPHA_MAX),
                 sigmas=[float(s) for s in grid.sigmas], lams=[float(x) for x in grid.lams], **sliders)
     code = """
 const j = Math.round(sigma.value), k = Math.round(lam.value), n = shape[0];
-const ac = new Array(n), al = new Array(n);
-for (let i = 0; i < n; i++) { const t = (i * shape[1] + j) * shape[2] + k; ac[i] = alpha_c[t]; al[i] = alpha_l[t]; }
-src.data = {omega: src.data.omega, alpha_c: ac, alpha_l: al};
+const ac = new Array(n), al = new Array(n), ss = new Array(n), sp = new Array(n);
+for (let i = 0; i < n; i++) {
+  const t = (i * shape[1] + j) * shape[2] + k;
+  ac[i] = alpha_c[t]; al[i] = alpha_l[t]; ss[i] = s_sem[t]; sp[i] = s_pos[t];
+}
+src.data = {omega: src.data.omega, alpha_c: ac, alpha_l: al, alpha_s_semantic: ss, alpha_s_positional: sp};
+spin_src.data = {omega: spin_src.data.omega, alpha_s_semantic: on_dense.map((i) => ss[i]),
+                 alpha_s_positional: on_dense.map((i) => sp[i])};
 let note = "σ = " + sigmas[j] + ", λ = " + lams[k] + ".";
+note += " " + spinodal_words(j, k);
 // where the line of alpha_l (or alpha_c) stops, say why instead of leaving a silent end
 const om = src.data.omega;
 const beyond = (a) => om.filter((w, i) => !Number.isFinite(a[i]));
@@ -483,6 +513,9 @@ if (gd !== null) {
 }
 readout.text = note;
 """
+    args["spinodal_text"] = [_spinodal_words(grid, spin, j, k) for j in range(len(grid.sigmas))
+                             for k in range(len(grid.lams))]
+    code = "const spinodal_words = (j, k) => spinodal_text[j * shape[2] + k];\n" + code
     callback = CustomJS(args=args, code=code)
     for s in sliders.values():
         s.js_on_change("value", callback)
@@ -491,15 +524,39 @@ readout.text = note;
                     sizing_mode="stretch_width", name="phase-explorer")
     _on_ready(layout, callback)
     j, k = int(sliders["sigma"].value), int(sliders["lam"].value)
-    src.data = dict(omega=grid.omegas_dense, alpha_c=grid.alpha_c[:, j, k], alpha_l=grid.alpha_l[:, j, k])
+    src.data = dict(omega=grid.omegas_dense, **{key: v[:, j, k] for key, v in table.items()})
+    spin_src.data = dict(omega=grid.omegas, alpha_s_semantic=spin["alpha_s_semantic"][:, j, k],
+                         alpha_s_positional=spin["alpha_s_positional"][:, j, k])
     make_accessible(layout, sliders=list(sliders.values()), readout=readout,
                     plots=[(fig, "Phase diagram: ω (positional weight) against α = n/d; black solid line with dots: "
                                  "α_c, where the training losses cross (positional phase to its left, semantic to "
                                  "its right); green dashed line: α_l, where the semantic minimum beats the linear "
-                                 "baseline")],
-                    keys=[("ω", src, "omega")], columns=[("α_c", src, "alpha_c"), ("α_l", src, "alpha_l")],
-                    summary="Phase diagram: data table of α_c and α_l at this σ, λ")
+                                 "baseline; red dotted line with triangles: the semantic spinodal (the semantic "
+                                 "minimum exists to its right); blue dash-dotted line with inverted triangles: "
+                                 "the positional spinodal (the positional minimum exists to its left); both "
+                                 "minima coexist between them")],
+                    keys=[("ω", src, "omega")],
+                    columns=[("α_c", src, "alpha_c"), ("α_l", src, "alpha_l"),
+                             ("semantic minimum from α", src, "alpha_s_semantic"),
+                             ("positional minimum up to α", src, "alpha_s_positional")],
+                    summary="Phase diagram: data table of α_c, α_l and the spinodals at this σ, λ")
     return layout
+
+
+def _spinodal_words(grid: ExplorerGrid, spin: dict, j: int, k: int) -> str:
+    """Where each minimum exists at ``sigma = sigmas[j]``, ``lambda = lams[k]``, per ``omega`` of
+    the curves (:func:`attnlab.explorer_grid.grid_spinodals`), in words for the readout."""
+    lo, hi = float(grid.alphas[0]), float(grid.alphas[-1])
+
+    def words(runs):
+        if not runs:
+            return "none"
+        return ", ".join("all α" if (a, b) == (lo, hi) else f"α ≥ {a:.2f}" if b == hi else
+                         f"α ≤ {b:.2f}" if a == lo else f"{a:.2f} ≤ α ≤ {b:.2f}" for a, b in runs)
+
+    parts = [f"ω = {w:g}: " + "; ".join(f"{b} {words(spin['runs'][i, j, k, n])}" for n, b in enumerate(BRANCHES))
+             for i, w in enumerate(grid.omegas)]
+    return f"Minima exist (α from {lo:g} to {hi:g}) at " + " · ".join(parts) + "."
 
 
 def _diverging():
