@@ -38,6 +38,9 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,11 +83,13 @@ def _write_notebook(folder: Path, call: str) -> Path:
 
 @contextmanager
 def jupyterlab(folder: Path, timeout: float):
-    """A JupyterLab server in ``folder`` (its own process group); yields ``(url, token, pid)``.
+    """A JupyterLab server in ``folder``; yields ``server`` (``url``, ``token``).
 
     Its configuration, runtime files, settings and workspaces live in ``folder``; the
     kernel runs this interpreter with this process's ``PYTHONPATH``. On exit the server is
-    asked to shut down (its kernels with it), then its process group is killed.
+    asked to shut down (its kernels with it); then whatever is left of the server and of the
+    processes it started (a kernel runs in a session of its own) is killed, and
+    ``server.processes`` lists their ids.
     """
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
@@ -110,6 +115,7 @@ def jupyterlab(folder: Path, timeout: float):
     proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    server = SimpleNamespace(url=url, token=token, processes=[proc.pid])
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -124,8 +130,13 @@ def jupyterlab(folder: Path, timeout: float):
             if time.monotonic() > deadline:
                 raise CheckError(f"JupyterLab did not answer within {timeout:.0f} s: {_tail(folder / 'jupyterlab.log')}")
             time.sleep(0.25)
-        yield url, token, proc.pid
+        yield server
     finally:
+        try:
+            family = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            family = []
+        server.processes += [p.pid for p in family]
         try:
             req = urllib.request.Request(f"{url}/api/shutdown", method="POST",
                                          headers={"Authorization": f"token {token}"})
@@ -133,11 +144,14 @@ def jupyterlab(folder: Path, timeout: float):
             proc.wait(timeout=15)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        try:  # whatever is left of the group (the kernel, if the shutdown did not end it)
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for p in family:  # (a kernel that the shutdown did not end)
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        proc.kill()
         proc.wait(timeout=10)
+        psutil.wait_procs(family, timeout=10)
         log.close()
 
 
@@ -246,7 +260,7 @@ def _live_regions(drv):
 
 
 def check(explorer: str = "teacher", width: int = 1280, height: int = 900, startup: float = 90,
-          draw: float = 60, tabs: int = 40, log=print) -> dict:
+          draw: float = 60, tabs: int = 40, screenshot: Path | None = None, log=print) -> dict:
     """Run the keyboard check; returns the report (``report["failures"]`` lists what failed).
 
     Parameters
@@ -259,6 +273,8 @@ def check(explorer: str = "teacher", width: int = 1280, height: int = 900, start
         Time limits, s: JupyterLab and the page; the widget's first draw and each redraw.
     tabs : int
         Most Tab presses from the cell to the last slider.
+    screenshot : pathlib.Path, optional
+        Where to save a picture of the explorer with its first slider focused (PNG).
     log : callable
         Progress messages.
 
@@ -276,8 +292,8 @@ def check(explorer: str = "teacher", width: int = 1280, height: int = 900, start
     with tempfile.TemporaryDirectory(prefix="attnlab-widget-keyboard-") as tmp:
         folder = Path(tmp)
         _write_notebook(folder, CALLS[explorer])
-        with jupyterlab(folder, startup) as (url, token, pid):
-            report["server_process_group"] = pid
+        with jupyterlab(folder, startup) as server:
+            url, token = server.url, server.token
             report["timings"]["jupyterlab_s"] = round(time.monotonic() - t0, 1)
             drv = _chromium(width, height)
             try:
@@ -324,6 +340,8 @@ def check(explorer: str = "teacher", width: int = 1280, height: int = 900, start
                                  "accessible name")
                     if a and a["inside"] and a["handle"] and a["slider"] not in seen:
                         seen[a["slider"]] = presses
+                        if screenshot is not None and not seen.keys() - {a["slider"]}:
+                            drv.execute_script(f"return {_EXPLORER};").screenshot(str(screenshot))
                         report["sliders"].append(_check_slider(drv, handles, a["slider"], unfocused, draw, fail))
                 report["tab_presses"] = presses
                 report["focus_order"] = [f"{a['tag']}.{a['cls'].split()[0] if a['cls'] else ''}"
@@ -347,6 +365,7 @@ def check(explorer: str = "teacher", width: int = 1280, height: int = 900, start
                 report["timings"]["keyboard_s"] = round(time.monotonic() - t3, 1)
             finally:
                 drv.quit()
+    report["server_processes"] = server.processes
     report["timings"]["total_s"] = round(time.monotonic() - t0, 1)
     return report
 
@@ -441,6 +460,7 @@ def main(argv=None) -> int:
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--timeout", type=float, default=240, help="hard limit of the whole check, s")
     parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument("--screenshot", type=Path, help="a PNG of the explorer, its first slider focused")
     args = parser.parse_args(argv)
 
     def expired(*_):
@@ -450,7 +470,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the servers are shut down
     signal.alarm(int(args.timeout))
     try:
-        report = check(args.explorer, width=args.width, log=lambda m: print(m, flush=True))
+        report = check(args.explorer, width=args.width, screenshot=args.screenshot, log=lambda m: print(m, flush=True))
     except CheckError as exc:
         print(f"could not check: {exc}", file=sys.stderr)
         return 2
