@@ -7,6 +7,10 @@ viewed on GitHub), and in a live kernel (Jupyter, Binder, Colab) each slider
 release redraws it in place. The slider panel also carries a ``text/html``
 summary of its values, which the static book shows instead of the widget
 (that needs a kernel); see ``nb_mime_priority_overrides`` in ``_config.yml``.
+In a live front end a script displayed after the panel
+(:func:`attnlab.explorer_access.widget_access_script`) names each slider by its
+description, draws a focus ring and makes the readout a live region: ipywidgets leaves the
+slider handles without a name.
 
 * :func:`se_explorer`: sliders for ``omega, sigma, lambda, alpha``; every move
   solves the state evolution on both branches (the cheap split rule of
