@@ -213,17 +213,6 @@ const s = getComputedStyle(arguments[0]);
 return [s.outlineStyle, s.outlineWidth, s.outlineColor, s.boxShadow, s.borderColor, s.backgroundColor].join(' | ');
 """
 
-#: Every live region in the explorer's output (its outermost element with role=status or
-#: aria-live), with its text
-_LIVE = """
-const out = %s;
-if (!out) return [];
-return [...out.querySelectorAll('[role=status], [role=log], [role=alert], [aria-live]')]
-  .filter((e) => e.getAttribute('aria-live') !== 'off')
-  .map((e) => e.textContent.trim());
-""" % _EXPLORER
-
-
 def _ax_node(drv, element) -> dict:
     """Chromium's accessibility node of ``element``: role, name (and where it comes from), value."""
     drv.execute_script("arguments[0].setAttribute('data-ax-probe', '1')", element)
@@ -311,9 +300,8 @@ def check(explorer: str = "teacher", width: int = 1280, height: int = 900, start
                     f"const o = {_EXPLORER}; if (!o || !o.querySelector('img')) return null;"
                     "const h = o.querySelectorAll('.widget-slider .noUi-handle'); return h.length ? [...h] : null;"),
                     draw)
-                _wait("the readout", lambda: any(drv.execute_script(_LIVE)) or drv.execute_script(
-                    f"const o = {_EXPLORER}; return o && o.querySelector('.widget-html') !== null"
-                    " && /drawn in/.test(o.textContent);"), draw)
+                _wait("the status line", lambda: drv.execute_script(  # (written after the readout)
+                    f"const o = {_EXPLORER}; return o !== null && /drawn in/.test(o.textContent);"), draw)
                 report["timings"]["first_draw_s"] = round(time.monotonic() - t2, 1)
                 log(f"explorer {explorer!r}: {len(handles)} sliders, first draw after "
                     f"{report['timings']['first_draw_s']} s")
