@@ -431,7 +431,7 @@ def format_report(report: dict) -> str:
                      f"aria-valuetext {r['valuetext'][0]!r} -> {r['valuetext'][1]!r}; live region kept: {r['live_region_kept']})")
         lines.append(f"    focus: {r['unfocused_style']}  ->  {r['focused_style']}")
         for b, a in zip(r["live_before"], r["live_after"]):
-            lines.append(f"    live region role={b['role']} live={b['live']}: {b['text'][:90]!r} -> {a['text'][:90]!r}")
+            lines.append(f"    live region role={b['role']} live={b['live']}: {b['text']!r}\n      -> {a['text']!r}")
     for c in report.get("other_controls", []):
         lines.append(f"  other control {c['element']}: role={c['role']} name={c['name']!r} value={c['value']!r}")
     if "shift_tab_reaches" in report:
