@@ -1,4 +1,8 @@
-"""What makes a Bokeh explorer usable without the mouse and without the picture.
+"""What makes an explorer usable without the mouse and without the picture.
+
+Two kinds of explorers: the kernel-free Bokeh ones (:mod:`attnlab.explorers`, made
+accessible by :func:`make_accessible`) and the ipywidgets ones that a running notebook
+shows (:mod:`attnlab.widgets`, made accessible by :func:`widget_access_script`).
 
 :func:`make_accessible` adds to an explorer's layout, in the page (JavaScript, no kernel):
 
@@ -18,9 +22,10 @@ the callbacks of a property in the order they were added) and only reads their r
 """
 from __future__ import annotations
 
-#: The focus ring of the slider handles (WCAG 2.4.7): Bokeh's default shows none.
-FOCUS_CSS = (".noUi-handle:focus, .noUi-handle:focus-visible { outline: 3px solid #1a1a1a; "
-             "outline-offset: 2px; box-shadow: 0 0 0 5px #ffd166; }")
+#: The focus ring of the slider handles (WCAG 2.4.7), on both kinds of explorers.
+FOCUS_RING = "outline: 3px solid #1a1a1a; outline-offset: 2px; box-shadow: 0 0 0 5px #ffd166;"
+#: The focus ring in a Bokeh slider's stylesheet (Bokeh's default shows none).
+FOCUS_CSS = f".noUi-handle:focus, .noUi-handle:focus-visible {{ {FOCUS_RING} }}"
 
 _ACCESS_JS = """
 const find = (model) => {
@@ -110,3 +115,103 @@ def make_accessible(layout, *, sliders, readout, plots, keys, columns, summary):
         s.js_on_change("value", callback)
     layout.document.js_on_event("document_ready", callback)
     return table
+
+
+# ----------------------------------------------------------------------------- ipywidgets explorers
+
+#: DOM class of an ipywidgets explorer's panel (``Widget.add_class``): what the script names.
+WIDGET_CLASS = "attnlab-explorer"
+#: DOM class of the panel's text readout (an ``ipywidgets.HTML``): made a live region.
+READOUT_CLASS = "attnlab-readout"
+
+_WIDGET_ACCESS_JS = """
+(() => {
+  if (!window.attnlabWidgetAccess) {
+    const style = document.createElement("style");
+    style.textContent = %(css)s;
+    document.head.appendChild(style);
+    let ids = 0, queued = false;
+    const hooked = new WeakSet();
+    const apply = () => {
+      queued = false;
+      for (const box of document.querySelectorAll(".%(panel)s .widget-slider")) {
+        const label = box.querySelector(".widget-label"), handle = box.querySelector(".noUi-handle");
+        const readout = box.querySelector(".widget-readout"), target = box.querySelector(".noUi-target");
+        if (label === null || handle === null) continue;
+        if (!label.id) label.id = "attnlab-slider-label-" + (++ids) + "-" + Date.now();
+        handle.setAttribute("aria-labelledby", label.id);
+        const value = () => {
+          const text = readout === null ? "" : readout.textContent.trim();
+          if (text) handle.setAttribute("aria-valuetext", text);
+          const now = target !== null && target.noUiSlider ? Number(target.noUiSlider.get(true)) : NaN;
+          if (Number.isFinite(now)) handle.setAttribute("aria-valuenow", String(now));
+        };
+        if (readout !== null) {
+          readout.setAttribute("role", "textbox");
+          readout.setAttribute("aria-labelledby", label.id);
+        }
+        if (target !== null && target.noUiSlider && !hooked.has(target.noUiSlider)) {
+          hooked.add(target.noUiSlider);
+          target.noUiSlider.on("update.attnlab", value);
+        }
+        value();
+      }
+      for (const el of document.querySelectorAll(".%(readout)s .widget-html-content")) {
+        if (el.getAttribute("role") === "status") continue;
+        el.setAttribute("role", "status"); el.setAttribute("aria-live", "polite"); el.setAttribute("aria-atomic", "true");
+      }
+    };
+    window.attnlabWidgetAccess = () => { if (!queued) { queued = true; requestAnimationFrame(apply); } };
+    new MutationObserver(window.attnlabWidgetAccess).observe(document.body, {childList: true, subtree: true});
+  }
+  window.attnlabWidgetAccess();
+})();
+"""
+
+
+class _Script:
+    """A display output that runs JavaScript and shows nothing (not even a ``text/plain`` repr)."""
+
+    def __init__(self, code: str):
+        self.code = code
+
+    def _repr_mimebundle_(self, **kwargs):
+        return {"application/javascript": self.code, "text/html": "", "text/plain": ""}
+
+
+def widget_access_script():
+    """What an ipywidgets explorer lacks for a keyboard and a screen reader, as a display output.
+
+    ipywidgets 8 draws a ``FloatSlider`` with noUiSlider: its handle is a ``role="slider"``
+    element that the keyboard reaches and moves, but without an accessible name (the
+    slider's ``description`` is a ``<label>`` that names nothing: the handle is no form
+    control, and ipywidgets passes noUiSlider no handle attributes), with a value text of
+    unrounded floats ("-0.3999999999999999"), and next to an editable readout without a
+    name or role. An ``ipywidgets.HTML`` readout is rewritten as a whole (``innerHTML``), so
+    a live region inside its value is a new element at every redraw, which screen readers
+    often do not announce. No ipywidgets option covers these, so the script, run once in the
+    page (the front end that draws the widgets runs JavaScript outputs too: JupyterLab,
+    Notebook 7, Colab, VS Code), watches the page and, inside every element of class
+    :data:`WIDGET_CLASS`:
+
+    * names each slider handle and its editable readout by the slider's visible
+      ``description`` (``aria-labelledby``; the readout gets ``role="textbox"``), and after
+      every move gives the handle the readout's formatted value as ``aria-valuetext`` and
+      the slider's value as ``aria-valuenow`` (noUiSlider writes it to one decimal: 0.3 for
+      0.35, 0.0 for every ``lam`` of the explorers);
+    * draws :data:`FOCUS_RING` around the focused handle;
+    * makes the kept element of every :data:`READOUT_CLASS` HTML widget a polite live region
+      (``role="status"``), so that each new text there is read out.
+
+    It runs once per page (a second call only re-applies it) and touches no other widget.
+
+    Returns
+    -------
+    object
+        A display output with an ``application/javascript`` part and empty ``text/html`` and
+        ``text/plain`` parts (what a page without a kernel shows: nothing).
+    """
+    import json
+
+    css = f".{WIDGET_CLASS} .noUi-handle:focus-visible {{ {FOCUS_RING} }}"
+    return _Script(_WIDGET_ACCESS_JS % {"css": json.dumps(css), "panel": WIDGET_CLASS, "readout": READOUT_CLASS})

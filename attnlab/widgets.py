@@ -7,6 +7,10 @@ viewed on GitHub), and in a live kernel (Jupyter, Binder, Colab) each slider
 release redraws it in place. The slider panel also carries a ``text/html``
 summary of its values, which the static book shows instead of the widget
 (that needs a kernel); see ``nb_mime_priority_overrides`` in ``_config.yml``.
+In a live front end a script displayed after the panel
+(:func:`attnlab.explorer_access.widget_access_script`) names each slider by its
+description, draws a focus ring and makes the readout a live region: ipywidgets leaves the
+slider handles without a name.
 
 * :func:`se_explorer`: sliders for ``omega, sigma, lambda, alpha``; every move
   solves the state evolution on both branches (the cheap split rule of
@@ -31,6 +35,7 @@ from typing import Callable
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .explorer_access import READOUT_CLASS, WIDGET_CLASS, widget_access_script
 from .params import ModelParams
 from .plots import plot_attention_matrix, plot_branch_bars
 
@@ -96,14 +101,17 @@ class LiveFigure:
     describe : callable, optional
         ``describe(**values) -> str``: the values drawn at the current setting, in words;
         written after every redraw into ``readout``, a ``role="status"`` region (what a
-        screen reader reads instead of the picture).
+        screen reader reads instead of the picture; see
+        :func:`attnlab.explorer_access.widget_access_script`, which also names the sliders).
 
     Attributes
     ----------
     panel : ipywidgets.VBox
-        The sliders, the readout and a status line.
+        The sliders, the readout and a status line (DOM class
+        :data:`attnlab.explorer_access.WIDGET_CLASS`).
     readout : ipywidgets.HTML
-        The text of ``describe`` at the last redraw (empty without ``describe``).
+        The text of ``describe`` at the last redraw (empty without ``describe``), HTML-escaped;
+        a live region in the page (DOM class :data:`attnlab.explorer_access.READOUT_CLASS`).
     last_seconds : float
         Time of the last redraw.
     """
@@ -114,6 +122,7 @@ class LiveFigure:
         self.sliders, self.draw, self.title, self.note = sliders, draw, title, note
         self.describe = describe
         self.readout = widgets.HTML(value="")
+        self.readout.add_class(READOUT_CLASS)
         for w in sliders.values():
             w.continuous_update = False
         self.status = widgets.HTML(value="")
@@ -131,6 +140,7 @@ class LiveFigure:
 
         box = widgets.HBox(list(sliders.values()), layout=widgets.Layout(flex_flow="row wrap"))
         self.panel = _Panel([widgets.HTML(f"<b>{html.escape(title)}</b>"), box, self.readout, self.status])
+        self.panel.add_class(WIDGET_CLASS)
         self.handle = None
         self.last_seconds = float("nan")
 
@@ -156,8 +166,7 @@ class LiveFigure:
         plt.close(fig)
         self.last_seconds = time.perf_counter() - t0
         if self.describe is not None:
-            text = html.escape(self.describe(**self.values()))
-            self.readout.value = f'<div role="status" aria-live="polite">{text}</div>'
+            self.readout.value = html.escape(self.describe(**self.values()))
         return Image(data=buf.getvalue(), format="png")
 
     def show(self):
@@ -174,6 +183,7 @@ class LiveFigure:
             self.status.value = _error_html(exc)
         for w in self.sliders.values():
             w.observe(self._on_change, names="value")
+        display(widget_access_script())
         return self
 
     def _on_change(self, _change=None):
