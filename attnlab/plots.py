@@ -10,7 +10,7 @@ import numpy as np
 
 from .alt_text import describe
 from .experiments.store import save_figure_atomic
-from .extrapolation import _first_sign_change, gd_gap_map
+from .extrapolation import first_sign_change, gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
 __all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
@@ -952,7 +952,7 @@ def _sweep_point(runs, x) -> str:
         if lower.all() or not lower.any():
             text += f". The informed start's is {'lower at every' if lower.all() else 'not lower at any'} α of the sweep"
         elif lower[-1]:
-            cross = _first_sign_change(common, means["semantic"][1][i_s] - means[other][1][i_o])
+            cross = first_sign_change(common, means["semantic"][1][i_s] - means[other][1][i_o])
             text += f". The informed start's is the lower one from α ≈ {cross:.2f} on"
         else:
             text += f". The informed start's is the lower one only at α = {', '.join(f'{a:g}' for a in common[lower])}"
@@ -1104,4 +1104,4 @@ def branch_crossing(theory, key="eps_t"):
     a, sem = curve["semantic"]
     a_pos, pos = curve["positional"]
     inside = (a >= a_pos.min()) & (a <= a_pos.max()) if a_pos.size else np.zeros(a.size, bool)
-    return _first_sign_change(a[inside], sem[inside] - np.interp(a[inside], a_pos, pos))
+    return first_sign_change(a[inside], sem[inside] - np.interp(a[inside], a_pos, pos))
