@@ -6,12 +6,18 @@ panel by panel, the title, which quantity is plotted against which and over what
 and which curve is which (its legend label, colour, line style and marker, so that a
 reader who sees the figure in greyscale or with a colour-vision deficiency can match
 the words to the curves); :func:`describe` puts the point the figure makes in front.
+
+The text reads ``Figure. <point>. What it shows: <title>. <panels>.``: the point, where
+one was attached, always comes before :data:`SHOWS` (a test of the built book looks for it).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["describe", "alt_text"]
+__all__ = ["SHOWS", "describe", "point", "alt_text"]
+
+#: What separates the point of a figure from the description of what it draws.
+SHOWS = "What it shows:"
 
 _LINESTYLES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dotted"}
 _MARKERS = {"o": "circles", "s": "squares", "^": "triangles", "v": "triangles", ">": "triangles",
@@ -29,6 +35,12 @@ def describe(fig, point: str) -> None:
         the positional one at alpha_c = 1.24."``.
     """
     fig.attnlab_point = str(point)
+
+
+def point(fig) -> str | None:
+    """The point attached to ``fig`` by :func:`describe` (``None`` where none is), e.g. to
+    print it under the figure, so that its numbers are in the text too."""
+    return getattr(fig, "attnlab_point", None)
 
 
 def _clean(text: str) -> str:
@@ -85,7 +97,7 @@ def _panel(ax, colours) -> str:
 
 
 def alt_text(fig, panels=None, colours=None) -> str:
-    """What ``fig`` shows: its point (:func:`describe`), title, then each panel.
+    """What ``fig`` shows: its point (:func:`describe`), then :data:`SHOWS`, title and each panel.
 
     Parameters
     ----------
@@ -103,9 +115,6 @@ def alt_text(fig, panels=None, colours=None) -> str:
         Plain text, without TeX dollars.
     """
     parts = []
-    point = getattr(fig, "attnlab_point", None)
-    if point:
-        parts.append(point.rstrip("."))
     if fig._suptitle is not None and fig._suptitle.get_text():
         parts.append(_clean(fig._suptitle.get_text()))
     groups = panels or [[ax] for ax in fig.axes]
@@ -114,4 +123,8 @@ def alt_text(fig, panels=None, colours=None) -> str:
     if len(described) > 1:
         described = [f"panel {k + 1}, {d}" for k, d in enumerate(described)]
     parts += described
-    return ("Figure. " + ". ".join(parts) + ".") if parts else "Figure"
+    said = _clean(point(fig) or "").strip().rstrip(".")
+    if not (said or parts):
+        return "Figure"
+    words = ["Figure."] + ([said + "."] if said else []) + ([f"{SHOWS} " + ". ".join(parts) + "."] if parts else [])
+    return " ".join(words)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .params import check_finite_array
 
-__all__ = ["Extrapolation", "extrapolate", "extrapolate_runs", "crossing", "gd_gap_map"]
+__all__ = ["Extrapolation", "extrapolate", "extrapolate_runs", "crossing", "first_sign_change", "gd_gap_map"]
 
 
 @dataclass(frozen=True)
@@ -182,12 +182,26 @@ def crossing(runs: dict, omega: float, *, y: str = "eps_t", first="semantic", se
     alphas = np.array([g["alpha"] for g in gaps])
     value = np.array([g["gap"] for g in gaps])
     err = np.nan_to_num(np.array([g["error"] for g in gaps]))
-    return dict(omega=float(omega), alpha_c=_first_sign_change(alphas, value),
-                low=_first_sign_change(alphas, value - err), high=_first_sign_change(alphas, value + err), gaps=gaps)
+    return dict(omega=float(omega), alpha_c=first_sign_change(alphas, value),
+                low=first_sign_change(alphas, value - err), high=first_sign_change(alphas, value + err), gaps=gaps)
 
 
-def _first_sign_change(x, f) -> float:
-    """The first root (from the largest ``x`` down, where the gap is negative) of the linear interpolant."""
+def first_sign_change(x, f) -> float:
+    """The first root of the linear interpolant of ``f``, searched from the largest ``x`` down.
+
+    Parameters
+    ----------
+    x : array_like, shape (k,)
+        Increasing abscissae (e.g. ``alpha``).
+    f : array_like, shape (k,)
+        A gap whose sign changes (e.g. a training loss minus another).
+
+    Returns
+    -------
+    float
+        The root between the last two neighbours whose values differ in sign (or one is
+        zero), linearly interpolated; ``nan`` where ``f`` keeps its sign.
+    """
     for i in range(len(x) - 1, 0, -1):
         if f[i - 1] * f[i] <= 0 and f[i - 1] != f[i]:
             return float(x[i - 1] + (x[i] - x[i - 1]) * f[i - 1] / (f[i - 1] - f[i]))

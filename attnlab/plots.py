@@ -8,8 +8,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .alt_text import describe
 from .experiments.store import save_figure_atomic
-from .extrapolation import gd_gap_map
+from .extrapolation import first_sign_change, gd_gap_map
 from .params import DEFAULT_A, DEFAULT_OMEGA
 
 __all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
@@ -18,7 +19,7 @@ __all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_pha
            "attention_colorbar", "plot_spinodals", "plot_random_start", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
-           "plot_sweep", "plot_phase_map", "plot_explorer_overview"]
+           "plot_sweep", "plot_phase_map", "plot_explorer_overview", "branch_crossing", "gap_map_point"]
 
 #: One colour per concept, kept across the whole book. Chosen so that every pair stays apart
 #: under simulated deuteranopia, protanopia and tritanopia (Machado, Oliveira & Fernandes 2009,
@@ -58,7 +59,7 @@ def new_axes(ax=None, figsize=(5.0, 3.6)):
     return ax
 
 
-def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
+def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None, point=None):
     """Plot ``alpha_c(omega)`` and ``alpha_l(omega)``.
 
     Parameters
@@ -74,6 +75,9 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
         Upper end of the thresholds' search: where ``alpha_c`` was found but
         ``alpha_l`` was not, a marker at ``alpha_max`` says that ``alpha_l`` lies
         beyond it (instead of the line just stopping).
+    point : str, optional
+        The point the figure makes (its alternative text, :func:`attnlab.alt_text.describe`);
+        default: where the phases lie and the range of ``alpha_c``, from ``rows``.
 
     Returns
     -------
@@ -94,7 +98,7 @@ def plot_phase_diagram(rows, ax=None, path=None, alpha_max=None):
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional weight $\omega$")
     ax.legend(fontsize=8, loc="best")
-    _describe_phase_diagram(ax.figure, omega, ac, al)
+    describe(ax.figure, point or _phase_diagram_point(omega, ac, al))
     if path:
         save_figure_atomic(ax.figure, path, dpi=150)
     return ax
@@ -138,7 +142,7 @@ def plot_spinodals(rows, ax=None, alpha_max=3.0):
     return ax
 
 
-def plot_random_start(runs, theory=None, path=None):
+def plot_random_start(runs, theory=None, path=None, point=None):
     """Where gradient descent from a random start ends: fractions of seeds against ``alpha``, one panel per ``omega``.
 
     Parameters
@@ -151,6 +155,9 @@ def plot_random_start(runs, theory=None, path=None):
         ``omega, alpha_c`` (the ``transitions`` table): a vertical line per panel.
     path : str or Path, optional
         Save the figure there (and close it).
+    point : str, optional
+        The point the figure makes (:func:`attnlab.alt_text.describe`); default: at the
+        largest ``d``, the fraction of runs ending semantic at each panel's largest ``alpha``.
 
     Returns
     -------
@@ -182,17 +189,32 @@ def plot_random_start(runs, theory=None, path=None):
         ax.set_xlabel(r"$\alpha = n/d$")
     axes[0][0].set_ylabel("fraction of random starts")
     axes[0][-1].legend(fontsize=7, loc="center right")
+    big = runs["d"] == ds[-1]
+    tops = []
+    for w in omegas:
+        at = big & np.isclose(runs["omega"], w)
+        top = at & np.isclose(runs["alpha"], runs["alpha"][at].max())
+        tops.append(f"{np.mean(kind[top] == 'semantic'):.2f} at ω = {w:g} (α = {runs['alpha'][at].max():.2f})")
+    describe(fig, point or f"At d = {ds[-1]}, the fraction of random starts that end semantic at the largest α "
+                           f"of each panel is {', '.join(tops)}; most runs end {_most(kind[big])}.")
     if path:
         save_figure_atomic(fig, path, dpi=150)
         plt.close(fig)
     return fig
 
 
-def _describe_phase_diagram(fig, omega, ac, al):
+def _most(labels) -> str:
+    """The most frequent of ``labels`` and its share, in words."""
+    names, counts = np.unique(np.asarray(labels), return_counts=True)
+    k = int(np.argmax(counts))
+    return f"{names[k]} ({counts[k] / counts.sum():.2f} of them)"
+
+
+def _phase_diagram_point(omega, ac, al) -> str:
     """The point of a phase diagram, in words (its alternative text, :mod:`attnlab.alt_text`)."""
     known = np.isfinite(ac)
     if not known.any():
-        return
+        return "No α_c was found in the search: the training losses of the two minima do not cross."
     i, j = np.flatnonzero(known)[[0, -1]]
     text = (f"The positional phase lies left of α_c, the semantic phase right of it; α_c goes from "
             f"{ac[i]:.2f} at ω = {omega[i]:g} to {ac[j]:.2f} at ω = {omega[j]:g}")
@@ -200,7 +222,7 @@ def _describe_phase_diagram(fig, omega, ac, al):
     if both.any():
         k = np.flatnonzero(both)[0]
         text += f"; α_l, where the semantic minimum beats the linear baseline, is {al[k]:.2f} at ω = {omega[k]:g}"
-    fig.attnlab_point = text + "."  # (read by attnlab.alt_text.alt_text, as its describe() sets it)
+    return text + "."
 
 
 def plot_gd_gap_map(gap_map, ax=None, span=None):
@@ -686,7 +708,7 @@ def _gap_panel(ax, runs, theory, omega):
         ax.legend(fontsize=7.5)
 
 
-def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, ncols=3):
+def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, ncols=3, point=None):
     """The state evolution against gradient descent extrapolated to ``d -> infinity``.
 
     First four panels, at ``omega``: ``theta``, ``|m|``, the training-loss gap
@@ -714,6 +736,10 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
     ncols : {3, 2}
         Panels per row: 3 (2 rows, for a wide page or file) or 2 (3 rows, for
         narrow screens).
+    point : str, optional
+        The point the figure makes (:func:`attnlab.alt_text.describe`); default: where
+        the training losses cross at ``omega``, by gradient descent and by both SE
+        descriptions.
 
     Returns
     -------
@@ -775,6 +801,17 @@ def plot_arbiter(runs, theory, path=None, omega=DEFAULT_OMEGA, omega_low=0.0, nc
     ax.set_ylabel(r"positional weight $\omega$")
     ax.set_title("where the training losses of the two minima cross", fontsize=10)
     ax.legend(fontsize=7.5)
+    se = {}
+    for minimizer in ("followed", "global"):
+        rows = np.zeros(0, bool) if theory is None else ((theory["kind"] == "transition")
+                                                         & (theory["minimizer"] == minimizer)
+                                                         & np.isclose(theory["omega"], omega))
+        se[minimizer] = f"{theory['alpha_c'][rows][0]:.2f}" if rows.any() else "not computed"
+    gd = crossing(runs, omega)["alpha_c"]
+    gd = f"α_c = {gd:.2f}" if np.isfinite(gd) else "no α on the grid"
+    describe(fig, point or f"At ω = {omega:g} the training losses that gradient descent reaches from the two "
+                           f"starts, extrapolated to d → ∞, cross at {gd}; the state evolution's α_c is "
+                           f"{se['followed']} with the followed prox and {se['global']} with the global one.")
     if path is not None:
         save_figure_atomic(fig, path, dpi=110)
         plt.close(fig)
@@ -824,7 +861,7 @@ def _save(fig, path, dpi=110):
     return fig
 
 
-def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
+def plot_sweep(runs, theory=None, path=None, *, x="alpha", note="", point=None):
     """Four panels ``m, theta, eps_t, eps_g`` of a sweep: mean +- SEM over seeds, with the state evolution.
 
     Points are :func:`plot_simulation_runs` per initialisation (and optimiser,
@@ -845,6 +882,10 @@ def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
     x : {"alpha", "d"}
     note : str
         Appended to the title.
+    point : str, optional
+        The point the figure makes (:func:`attnlab.alt_text.describe`); default: how the
+        seed-mean training loss of each start changes along ``x`` and, against ``alpha``,
+        where the informed start's becomes the lower one.
 
     Returns
     -------
@@ -887,7 +928,35 @@ def plot_sweep(runs, theory=None, path=None, *, x="alpha", note=""):
     fixed = rf"; $\alpha$={', '.join(f'{a:g}' for a in np.unique(runs['alpha']))}" if x == "d" else ""
     methods = ", ".join(_METHOD_LABELS.get(m, m) for m in methods)
     fig.suptitle(_sweep_title(runs, f"{fixed}; {methods}; points: mean $\\pm$ SEM over seeds{note}"), fontsize=9)
+    describe(fig, point or _sweep_point(runs, x))
     return _save(fig, path)
+
+
+def _sweep_point(runs, x) -> str:
+    """The point of a sweep figure: each start's seed-mean training loss at both ends of ``x``
+    and, against ``alpha``, where the informed start's mean drops below the random or
+    positional start's."""
+    means = {}
+    for init in sorted(set(runs["init"].tolist())):
+        at = runs["init"] == init
+        xs = np.unique(runs[x][at])
+        means[init] = xs, np.array([runs["eps_t"][at & (runs[x] == v)].mean() for v in xs])
+    name = {"alpha": "α"}.get(x, x)
+    ends = "; ".join(f"from the {START_NAMES.get(i, i)} it goes from {m[0]:.3g} at {name} = {xs[0]:g} to "
+                     f"{m[-1]:.3g} at {name} = {xs[-1]:g}" for i, (xs, m) in means.items())
+    text = f"Mean training loss over seeds: {ends}"
+    other = next((i for i in ("random", "positional") if i in means), None)
+    if x == "alpha" and "semantic" in means and other:
+        common, i_s, i_o = np.intersect1d(means["semantic"][0], means[other][0], return_indices=True)
+        lower = means["semantic"][1][i_s] < means[other][1][i_o]
+        if lower.all() or not lower.any():
+            text += f". The informed start's is {'lower at every' if lower.all() else 'not lower at any'} α of the sweep"
+        elif lower[-1]:
+            cross = first_sign_change(common, means["semantic"][1][i_s] - means[other][1][i_o])
+            text += f". The informed start's is the lower one from α ≈ {cross:.2f} on"
+        else:
+            text += f". The informed start's is the lower one only at α = {', '.join(f'{a:g}' for a in common[lower])}"
+    return text + "."
 
 
 def _threshold_lines(ax, omega, alpha_c, alpha_l, **kw):
@@ -896,7 +965,7 @@ def _threshold_lines(ax, omega, alpha_c, alpha_l, **kw):
     ax.plot(alpha_l, omega, "--s", color=COLORS["alpha_l"], label=r"$\alpha_l$ (beats linear baseline)", **kw)
 
 
-def plot_phase_map(runs, theory=None, path=None):
+def plot_phase_map(runs, theory=None, path=None, point=None):
     """Map of ``eps_t(informed start) - eps_t(random start)`` over ``(alpha, omega)``, with the SE thresholds.
 
     Parameters
@@ -907,6 +976,9 @@ def plot_phase_map(runs, theory=None, path=None):
         Its thresholds (``omega, alpha_c, alpha_l``).
     path : str or Path, optional
         Save the figure there (and close it).
+    point : str, optional
+        The point the figure makes (:func:`attnlab.alt_text.describe`); default:
+        :func:`gap_map_point`.
 
     Returns
     -------
@@ -914,7 +986,9 @@ def plot_phase_map(runs, theory=None, path=None):
     """
     alphas = np.unique(runs["alpha"])
     fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
-    mesh = plot_gd_gap_map(gd_gap_map(runs), ax=ax)
+    gaps = gd_gap_map(runs)
+    mesh = plot_gd_gap_map(gaps, ax=ax)
+    describe(fig, point or gap_map_point(gaps, theory))
     fig.colorbar(mesh, ax=ax, label=r"$\varepsilon_t$(informed start) $-$ $\varepsilon_t$(random start)"
                                      "\n(red: semantic minimum lower)")
     step = 0.5 * np.diff(alphas).min(initial=0.2)
@@ -935,7 +1009,33 @@ def plot_phase_map(runs, theory=None, path=None):
     return _save(fig, path)
 
 
-def plot_explorer_overview(theory, path=None):
+def gap_map_point(gap_map, theory=None) -> str:
+    """The point of a map of gradient descent (:func:`plot_gd_gap_map`), in words.
+
+    Parameters
+    ----------
+    gap_map : dict
+        ``omega``, ``alpha``, ``gap`` as :func:`plot_gd_gap_map` takes them.
+    theory : dict, optional
+        ``omega``, ``alpha_c``: the range of the SE threshold drawn over the map.
+
+    Returns
+    -------
+    str
+        In how many cells the informed start reaches the lower training loss.
+    """
+    gap = np.asarray(gap_map["gap"], dtype=float)
+    text = (f"The informed start reaches the lower training loss (red) in {int(np.sum(gap < 0))} of "
+            f"{int(np.isfinite(gap).sum())} cells of the (α, ω) grid")
+    if theory is not None and "alpha_c" in theory and np.isfinite(theory["alpha_c"]).any():
+        ok = np.isfinite(np.asarray(theory["alpha_c"], dtype=float))
+        w, ac = np.asarray(theory["omega"], dtype=float)[ok], np.asarray(theory["alpha_c"], dtype=float)[ok]
+        i, j = np.argmin(w), np.argmax(w)
+        text += f"; the SE α_c goes from {ac[i]:.2f} at ω = {w[i]:g} to {ac[j]:.2f} at ω = {w[j]:g}"
+    return text + "."
+
+
+def plot_explorer_overview(theory, path=None, point=None):
     """``alpha_c(omega)`` of the explorers' grid: one panel per ``sigma``, one line per ``lambda``.
 
     Parameters
@@ -944,6 +1044,9 @@ def plot_explorer_overview(theory, path=None):
         The ``explorer-grid`` theory table (rows of ``kind = "transition"`` are used).
     path : str or Path, optional
         Save the figure there (and close it).
+    point : str, optional
+        The point the figure makes (:func:`attnlab.alt_text.describe`); default: the
+        smallest and the largest ``alpha_c`` of the grid, and where they are.
 
     Returns
     -------
@@ -962,4 +1065,43 @@ def plot_explorer_overview(theory, path=None):
         ax.set(title=rf"$\sigma$ = {s:g}", xlabel=r"$\alpha_c$")
     axes[0][0].set_ylabel(r"$\omega$")
     axes[0][-1].legend(fontsize=8)
+    ac = np.asarray(theory["alpha_c"], dtype=float)
+    ok = tr & np.isfinite(ac)
+    if ok.any():
+        where = lambda k: f"{ac[k]:.2f} (σ = {theory['sigma'][k]:g}, λ = {theory['lambda'][k]:g}, ω = {theory['omega'][k]:g})"  # noqa: E731
+        text = (f"Over the grid α_c goes from {where(np.flatnonzero(ok)[np.argmin(ac[ok])])} "
+                f"to {where(np.flatnonzero(ok)[np.argmax(ac[ok])])}.")
+    else:
+        text = "No α_c was found on the grid."
+    describe(fig, point or text)
     return _save(fig, path, dpi=120)
+
+
+def branch_crossing(theory, key="eps_t"):
+    """Where the semantic branch's ``key`` drops below the positional one's (linear interpolation).
+
+    Parameters
+    ----------
+    theory : dict of str to ndarray
+        Columns ``branch``, ``alpha`` and ``key`` (as :func:`plot_se_table` takes them).
+    key : str
+
+    Returns
+    -------
+    float
+        The last ``alpha`` where ``key(semantic) - key(positional)`` changes sign, on the
+        semantic branch's grid (the positional curve interpolated onto it); ``nan`` where it
+        does not.
+    """
+    curve = {}
+    for branch in ("positional", "semantic"):
+        rows = np.asarray(theory["branch"]) == branch
+        ok = rows & np.isfinite(np.asarray(theory[key], dtype=float))
+        if "converged" in theory:
+            ok &= np.asarray(theory["converged"]).astype(str) == "True"
+        order = np.argsort(np.asarray(theory["alpha"], dtype=float)[ok])
+        curve[branch] = (np.asarray(theory["alpha"], dtype=float)[ok][order], np.asarray(theory[key], dtype=float)[ok][order])
+    a, sem = curve["semantic"]
+    a_pos, pos = curve["positional"]
+    inside = (a >= a_pos.min()) & (a <= a_pos.max()) if a_pos.size else np.zeros(a.size, bool)
+    return first_sign_change(a[inside], sem[inside] - np.interp(a[inside], a_pos, pos))

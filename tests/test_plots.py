@@ -196,7 +196,7 @@ def test_figure_html_serves_the_phone_variant_below_600_px_with_alt_text():
     small.add_subplot().plot([0, 1])
     try:
         assert html.count("data:image/png;base64,") == 2 and f'media="{PHONE_MEDIA}"' in html
-        assert 'alt="Figure. two panels. training loss: eps_t against alpha (alpha from 0 to 1)' in html
+        assert 'alt="Figure. What it shows: two panels. training loss: eps_t against alpha (alpha from 0 to 1)' in html
         wide_px, narrow_px = (float(x) for x in re.findall(r'min-font-px="([\d.]+)"', html))
         # the smallest text is a tick label (rc size "medium"), in pixels of the PNG
         from matplotlib.font_manager import FontProperties
@@ -238,7 +238,7 @@ def test_alt_text_says_which_curve_is_which_and_the_point():
     describe(ax.figure, "The semantic branch ends lower.")
     try:
         html = figure_html(ax.figure)
-        assert ('alt="Figure. The semantic branch ends lower. training loss ε_t against sample complexity '
+        assert ('alt="Figure. The semantic branch ends lower. What it shows: training loss ε_t against sample complexity '
                 'α = n/d (α from 0 to 3); curves: SE semantic (red, solid line, circles), SE positional '
                 '(blue, dashed line, squares), linear baseline (grey, dashed line)."') in html
     finally:
@@ -257,7 +257,7 @@ def test_phase_diagram_alt_text_states_its_point():
         html = figure_html(ax.figure)
         assert ('alt="Figure. The positional phase lies left of α_c, the semantic phase right of it; α_c goes from '
                 '1.00 at ω = 0 to 2.00 at ω = 0.5; α_l, where the semantic minimum beats the linear baseline, is '
-                '1.20 at ω = 0. positional weight ω against') in html
+                '1.20 at ω = 0. What it shows: positional weight ω against') in html
         assert "α_c (training losses cross) (black, solid line, circles)" in html
     finally:
         plt.close("all")
@@ -279,7 +279,7 @@ def test_alt_text_of_error_bars_and_collections():
     ax.legend()
     try:
         html = figure_html(fig)
-        assert 'alt="Figure. curves: ' in html and "GD semantic (red" in html
+        assert 'alt="Figure. What it shows: curves: ' in html and "GD semantic (red" in html
         assert "band" in html and "lines (dashed line)" in html
     finally:
         plt.close("all")
