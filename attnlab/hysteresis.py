@@ -1,0 +1,99 @@
+"""Hysteresis: gradient descent that follows one minimum while ``alpha`` changes.
+
+Inside the coexistence region of a first-order transition both minima exist (book
+Chapter 6, "Where each minimum exists"). Gradient descent started in one of them stays
+there, so a sweep of ``alpha`` that warm-starts every run from the previous minimum
+follows that minimum until it ceases to exist (its spinodal) and then falls into the
+other one. Swept up from the positional start and down from the informed start, the two
+sweeps disagree inside the region: a hysteresis loop.
+
+The sweep draws one training set of ``n_max = round(max(alphas) d)`` samples and trains at
+each ``alpha`` on its first ``round(alpha d)`` samples (nested training sets), so that the
+data change only by the samples added or removed, not by a fresh draw. Source of the
+model: Cui et al. 2024 (arXiv:2402.03902), Sec. 2; the hysteresis protocol is attnlab's.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .data import make_problem, n_samples
+from .metrics import canonical_sign, check_n_test, classify_outcome, generalization_error, overlaps
+from .params import BRANCHES, check_choice, check_finite_array, check_int, check_params
+from .training import check_training_args, minimize_risk
+
+__all__ = ["follow_minimum"]
+
+#: Columns of :func:`follow_minimum`'s result.
+FIELDS = ("alpha", "m", "theta", "qnorm", "eps_t", "eps_g", "converged", "outcome")
+
+
+def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method: str = "lbfgs",
+                   n_test: int = 2000) -> dict:
+    """Follow one gradient-descent minimum along ``alphas``, warm-starting each run.
+
+    Parameters
+    ----------
+    params : ModelParams
+        ``sigma``, ``lam``, ``omega``, ``A`` (rank ``r = 1``).
+    alphas : sequence of float, length >= 2
+        Sample complexities ``n / d`` in the order of the sweep (e.g. increasing from the
+        positional start, decreasing from the informed start), each ``> 0``.
+    d : int
+        Embedding dimension, ``>= 2``.
+    start : {"semantic", "positional"}
+        Initialisation of the first run (:func:`attnlab.training.initial_Q`: ``Q*`` or
+        the positional direction); every later run starts from the previous minimum.
+    seed : int
+        Seeds the teacher, the training set and the test set.
+    method : {"lbfgs", "gd", "adam"}
+        Optimiser of :func:`attnlab.training.minimize_risk` (default L-BFGS after the
+        gradient-descent warm-up: the minimum that gradient descent selects, polished).
+    n_test : int
+        Fresh test samples for ``eps_g`` at each ``alpha``.
+
+    Returns
+    -------
+    dict of str to ndarray, shape (len(alphas),)
+        ``alpha``; the sign-canonicalised overlaps ``m``, ``theta`` and ``qnorm = |Q|^2/d``;
+        the training loss ``eps_t`` and the test error ``eps_g``; ``converged``; and
+        ``outcome`` (:func:`attnlab.metrics.classify_outcome`).
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is not a :class:`~attnlab.params.ModelParams`.
+    ValueError
+        Fewer than 2 ``alphas``, one not finite or ``<= 0``; ``params.r != 1``; invalid
+        ``d``, ``start``, ``seed``, ``method`` or ``n_test``; the largest training set too
+        large for this machine's memory. All before any data are drawn.
+    """
+    check_params(params)
+    alphas = check_finite_array("alphas", alphas, shapes=[(None,)])
+    if alphas.size < 2 or not np.all(alphas > 0):
+        raise ValueError(f"alphas must hold at least 2 values, each > 0, got {alphas.tolist()!r}")
+    if params.r != 1:
+        raise ValueError(f"params.r must be 1 for follow_minimum, got {params.r}")
+    d = check_int("d", d, 2)
+    check_choice("start", start, BRANCHES)
+    check_training_args(method=method, init=start, seed=seed)
+    n_test = check_n_test(n_test)
+    for a in alphas:
+        n_samples(float(a), d, params.L)
+    full = make_problem(params, float(alphas.max()), d, seed=seed)
+    out = {k: [] for k in FIELDS}
+    Q = None
+    for a in alphas:
+        n = n_samples(float(a), d, params.L)
+        data = replace(full, x=full.x[:n], y=full.y[:n])
+        res = minimize_risk(data, params.lam, init=start, method=method, seed=seed, Q0=Q, progress=False)
+        Q = res.Q
+        Qc = canonical_sign(Q, data.Qstar, data.P)
+        ov = overlaps(Qc, data.Qstar, data.P)
+        eg, _ = generalization_error(Qc, params, data.Qstar, n_test=n_test, seed=seed)
+        m, theta = float(ov.m[0]), float(ov.theta[0])
+        for k, v in zip(FIELDS, (float(a), m, theta, ov.qnorm, res.eps_t, float(eg), bool(res.converged),
+                                 str(classify_outcome(m, theta)))):
+            out[k].append(v)
+    return {k: np.asarray(v) for k, v in out.items()}
