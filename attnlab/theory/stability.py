@@ -22,6 +22,22 @@ ends (a spinodal).
 rule and minimiser (two evaluations), with step ``STEP * sqrt(q)`` in ``m`` (the
 positional shift of the student field ``w_l = sqrt(q) xi_l + s_l m``) or
 ``STEP * sqrt(q rho)`` in ``theta`` (a teacher-student correlation of ``STEP``).
+
+What a probe does with a training sample whose proximal point sits near the edge of its
+basin decides part of ``lambda_p`` (``basins`` of :func:`pinned_eigenvalue`). By default
+(``"redescend"``) the map at the probe is the branch's own: each sample's proximal point is
+found afresh by the branch's minimiser (the followed one descends again from the
+initialisation's field ``h0``), as the fixed point itself was. With ``"held"`` each sample
+starts from its proximal point at the fixed point, so it keeps its basin unless the probe
+removes that basin. Where few samples sit at basin edges (small ``V``, e.g. omega 0.5,
+alpha >= 2) the two agree with each other and with the closed-form response of a proximal
+point that stays in its basin, ``dh/dw = (1 + V H)^-1`` (``H`` the loss's Hessian in ``h``;
+``tests/test_stability.py``). At small ``alpha`` (large ``V``) they differ: at omega 0.5,
+alpha 1.0 ``"redescend"`` gives 1.17, ``"held"`` 0.82, the closed form 0.50, and the
+semantic spinodal moves from alpha 1.10 to about 0.8. The samples at basin edges (about 2%
+of the points change the side of ``h1 = h2`` at the default step) make the difference; the
+state evolution here does not say which response gradient descent at large ``d`` has (book
+Chapter 6, "How sure is a spinodal?").
 """
 from __future__ import annotations
 
@@ -29,10 +45,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from .equations import StateEvolution
-from .quadrature import Symmetry
+from ..params import check_choice
+from .channel import ChannelMoments, descend, fields, moments_from_samples, proximal, teacher_diagonal
+from .equations import StateEvolution, channel_update, ridge_update
+from .followed_rule import initial_fields
+from .quadrature import Symmetry, gaussian_points
 
-__all__ = ["STEP", "STABLE_BELOW", "pinned_direction", "pinned_eigenvalue"]
+__all__ = ["STEP", "STABLE_BELOW", "BASINS", "pinned_direction", "pinned_eigenvalue"]
 
 #: Relative step of the central difference (measured: moving it from 0.02 to 0.1 changes
 #: ``lambda_p`` by less than 1e-2 at omega 0.3; the quasi-Monte Carlo map moves in steps of
@@ -40,6 +59,8 @@ __all__ = ["STEP", "STABLE_BELOW", "pinned_direction", "pinned_eigenvalue"]
 STEP = 0.05
 #: A pinned fixed point is a minimum along its pinned overlap if ``lambda_p`` is below this.
 STABLE_BELOW = 1.0
+#: What a probe of :func:`pinned_eigenvalue` does with each sample's proximal point.
+BASINS = ("redescend", "held")
 
 
 def pinned_direction(branch: str) -> str:
@@ -47,7 +68,7 @@ def pinned_direction(branch: str) -> str:
     return "m" if branch == "semantic" else "theta"
 
 
-def pinned_eigenvalue(result) -> float:
+def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
     """``lambda_p``: the eigenvalue of the unpinned map's Jacobian in the pinned direction.
 
     Parameters
@@ -55,6 +76,12 @@ def pinned_eigenvalue(result) -> float:
     result : SEResult
         A converged fixed point, not collapsed, of a pinned branch (``m = 0`` semantic,
         ``theta = 0`` positional).
+    basins : {"redescend", "held"}
+        At the probes, find each sample's proximal point afresh with the branch's minimiser
+        (default: the map of the fixed point itself; :attr:`SEResult.stability`), or start it
+        from its proximal point at the fixed point (by descent, with the quasi-Monte Carlo
+        points of ``result.quadrature.qmc``), so that it keeps its basin unless the probe
+        removes that basin (module docstring).
 
     Returns
     -------
@@ -64,13 +91,21 @@ def pinned_eigenvalue(result) -> float:
         result has no overlaps to probe (NaN, collapsed ``q = 0``), where ``p`` was not pinned
         (``pin=False``, or the semantic branch with ``A_11 != A_22``) or where the map leaves
         its domain at the probes.
+
+    Raises
+    ------
+    ValueError
+        If ``basins`` is not one of :data:`BASINS`.
     """
+    check_choice("basins", basins, BASINS)
     ov = result.overlaps
     p = pinned_direction(result.branch)
     if not (np.isfinite(ov.q) and ov.q > 0 and not result.collapsed and getattr(ov, p) == 0.0):
         return float("nan")  # nothing to probe, or not pinned (pin=False; semantic with A_11 != A_22)
     rho = result.params.sigma ** 2
     step = STEP * np.sqrt(ov.q) if p == "m" else STEP * np.sqrt(ov.q * rho)
+    if basins == "held":
+        return _held_eigenvalue(result, p, step)
     A = result.params.A_array
     free_symmetry = Symmetry(False, bool(A[0, 0] == A[1, 1]), ())  # nothing pinned (solver.pinning with pin=False)
     G = StateEvolution.of(result.params, result.alpha, result.quadrature, fine=True, symmetry=free_symmetry,
@@ -81,3 +116,38 @@ def pinned_eigenvalue(result) -> float:
     except (FloatingPointError, ZeroDivisionError):
         return float("nan")
     return float((plus - minus) / (2 * step))
+
+
+def _held_eigenvalue(result, p: str, step: float) -> float:
+    """:func:`pinned_eigenvalue` with ``basins="held"``."""
+    ov, params = result.overlaps, result.params
+    nodes = np.asarray(gaussian_points(result.quadrature.qmc, 6))
+    try:
+        with np.errstate(over="raise", divide="raise", invalid="raise"):
+            w1, w2, T11, T22 = _channel_at(ov, params, nodes)
+            if result.minimizer == "global":
+                base = proximal(w1, w2, T11, T22, ov.V, params.sigma)[:2]
+            else:
+                base = descend(w1, w2, T11, T22, ov.V, params.sigma,
+                               start=initial_fields(ov, params, result.branch, nodes))[:2]
+            plus, minus = (_map_from(replace(ov, **{p: s * step}), params, result.alpha, nodes, base, p)
+                           for s in (1.0, -1.0))
+    except (FloatingPointError, ZeroDivisionError):
+        return float("nan")
+    return float((plus - minus) / (2 * step))
+
+
+def _channel_at(ov, params, nodes):
+    """Student fields and teacher diagonal ``w1, w2, T11, T22`` at the nodes."""
+    w1, w2, hs1, hs2, _ = fields(ov, params.sigma ** 2, nodes[:4])
+    return (w1, w2) + tuple(teacher_diagonal(hs1, hs2, params.omega, params.A_array))
+
+
+def _map_from(ov, params, alpha, nodes, start, p: str) -> float:
+    """Overlap ``p`` after one step of the unpinned map at ``ov``, each node's proximal point
+    found by descent from ``start``."""
+    w1, w2, T11, T22 = _channel_at(ov, params, nodes)
+    h1, h2, F = descend(w1, w2, T11, T22, ov.V, params.sigma, start=start)
+    sums = moments_from_samples(h1, h2, F, w1, w2, nodes[0:2], nodes[2:4], ov.V)
+    moments = ChannelMoments.from_sums({k: float(np.mean(v)) for k, v in sums.items()}, nodes=int(nodes.shape[1]))
+    return getattr(ridge_update(channel_update(moments, ov, params, alpha), params), p)
