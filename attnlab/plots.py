@@ -16,7 +16,7 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "attention_colorbar", "plot_spinodals", "plot_random_start", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "attention_colorbar", "plot_spinodals", "plot_random_start", "D_STYLES", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview", "branch_crossing", "gap_map_point"]
@@ -142,22 +142,33 @@ def plot_spinodals(rows, ax=None, alpha_max=3.0):
     return ax
 
 
-def plot_random_start(runs, theory=None, path=None, point=None):
-    """Where gradient descent from a random start ends: fractions of seeds against ``alpha``, one panel per ``omega``.
+#: Line style, marker and grey of each ``d`` in :func:`plot_random_start`'s lower row, from the
+#: largest ``d`` (solid, black) down; the lightest grey keeps a contrast of 4.3:1 on white.
+D_STYLES = (("-", "o", "#000000"), ("--", "s", "#404040"), ("-.", "^", "#5e5e5e"), (":", "D", "#7a7a7a"))
+
+
+def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
+    """Where gradient descent from a random start ends: fractions of seeds against ``alpha``, one column per ``omega``.
 
     Parameters
     ----------
     runs : dict of str to ndarray
         Columns ``omega, alpha, d, m, theta`` of the ``random-start`` sweep (every run from the
-        random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. One
-        line per outcome and ``d``: the largest ``d`` solid, smaller ones faint with open markers.
+        random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. Top
+        row: the fraction of each outcome at the largest ``d``. Lower row (where there is more than
+        one ``d``): the fraction ending semantic at every ``d`` (:data:`D_STYLES`, largest first;
+        at most four ``d``, the largest ones), to see whether the switch sharpens with ``d``.
     theory : dict of str to ndarray, optional
-        ``omega, alpha_c`` (the ``transitions`` table): a vertical line per panel.
+        ``omega, alpha_c`` (the ``transitions`` table): a vertical line in each panel.
     path : str or Path, optional
         Save the figure there (and close it).
     point : str, optional
         The point the figure makes (:func:`attnlab.alt_text.describe`); default: at the
-        largest ``d``, the fraction of runs ending semantic at each panel's largest ``alpha``.
+        largest ``d``, the fraction of runs ending semantic at each column's largest ``alpha``,
+        and that fraction at every ``d`` in the first column.
+    spinodals : dict of str to ndarray, optional
+        ``omega, alpha_s_semantic, alpha_s_positional, alpha_min`` (``book/_data/spinodals.csv``):
+        dotted vertical lines where a spinodal falls inside a column's ``alpha`` range.
 
     Returns
     -------
@@ -165,42 +176,74 @@ def plot_random_start(runs, theory=None, path=None, point=None):
     """
     from .metrics import OUTCOMES, classify_outcome
     omegas = np.unique(runs["omega"])
-    fig, axes = plt.subplots(1, len(omegas), figsize=(4.0 * len(omegas), 3.6), constrained_layout=True,
+    ds = np.unique(runs["d"])
+    rows = 2 if len(ds) > 1 else 1
+    fig, axes = plt.subplots(rows, len(omegas), figsize=(4.0 * len(omegas), 3.4 * rows), constrained_layout=True,
                              sharey=True, squeeze=False)
     kind = classify_outcome(runs["m"], runs["theta"])
     styles = dict(semantic=("-o", COLORS["semantic"]), positional=("-s", COLORS["positional"]),
                   mixed=("--^", "0.45"), collapsed=(":x", "0.0"))
-    ds = np.unique(runs["d"])
-    for ax, w in zip(axes[0], omegas):
-        for i, d in enumerate(ds):
-            here = np.isclose(runs["omega"], w) & (runs["d"] == d)
-            alphas = np.unique(runs["alpha"][here])
-            largest = i == len(ds) - 1  # the largest d solid, smaller ones faint with open markers
-            for outcome in OUTCOMES:
-                frac = [np.mean(kind[here & np.isclose(runs["alpha"], a)] == outcome) for a in alphas]
-                style, color = styles[outcome]
-                ax.plot(alphas, frac, style, color=color, ms=4, alpha=1.0 if largest else 0.45,
-                        mfc=color if largest else "white", label=f"{outcome} (d = {d})")
-        if theory is not None and "alpha_c" in theory:
-            ac = theory["alpha_c"][np.isclose(theory["omega"], w)]
-            for a in ac[np.isfinite(ac)]:
-                ax.axvline(a, color=COLORS["alpha_c"], lw=1, ls="--", label=r"$\alpha_c$ (SE)")
-        ax.set_title(rf"$\omega = {w:g}$")
-        ax.set_xlabel(r"$\alpha = n/d$")
+    shown = ds[::-1][:len(D_STYLES)]
+
+    def fractions(here, outcome):
+        alphas = np.unique(runs["alpha"][here])
+        return alphas, [np.mean(kind[here & np.isclose(runs["alpha"], a)] == outcome) for a in alphas]
+
+    for col, w in enumerate(omegas):
+        at_w = np.isclose(runs["omega"], w)
+        ax = axes[0][col]
+        for outcome in OUTCOMES:
+            style, color = styles[outcome]
+            ax.plot(*fractions(at_w & (runs["d"] == ds[-1]), outcome), style, color=color, ms=4, label=outcome)
+        ax.set_title(rf"$\omega = {w:g}$, $d = {ds[-1]}$")
+        if rows == 2:
+            low = axes[1][col]
+            for d, (ls, marker, grey) in zip(shown, D_STYLES):
+                low.plot(*fractions(at_w & (runs["d"] == d), "semantic"), ls=ls, marker=marker, color=grey, ms=4,
+                         label=f"d = {d}")
+            low.set_title(rf"$\omega = {w:g}$: ending semantic, by $d$")
+        for ax in axes[:, col]:
+            _mark_alphas(ax, w, theory, spinodals, runs["alpha"][at_w].max())
+            ax.set_xlabel(r"$\alpha = n/d$")
     axes[0][0].set_ylabel("fraction of random starts")
-    axes[0][-1].legend(fontsize=7, loc="center right")
+    if rows == 2:
+        axes[1][0].set_ylabel("fraction ending semantic")
+    for row in axes:
+        row[-1].legend(fontsize=7, loc="center right")
     big = runs["d"] == ds[-1]
     tops = []
     for w in omegas:
         at = big & np.isclose(runs["omega"], w)
         top = at & np.isclose(runs["alpha"], runs["alpha"][at].max())
         tops.append(f"{np.mean(kind[top] == 'semantic'):.2f} at ω = {w:g} (α = {runs['alpha'][at].max():.2f})")
-    describe(fig, point or f"At d = {ds[-1]}, the fraction of random starts that end semantic at the largest α "
-                           f"of each panel is {', '.join(tops)}; most runs end {_most(kind[big])}.")
+    text = (f"At d = {ds[-1]}, the fraction of random starts that end semantic at the largest α of each panel is "
+            f"{', '.join(tops)}; most runs end {_most(kind[big])}.")
+    if rows == 2:
+        first = np.isclose(runs["omega"], omegas[0])
+        a_top = runs["alpha"][first].max()
+        by_d = [f"{np.mean(kind[first & (runs['d'] == d) & np.isclose(runs['alpha'], a_top)] == 'semantic'):.2f} "
+                f"at d = {d}" for d in shown[::-1]]
+        text += f" At ω = {omegas[0]:g}, α = {a_top:.2f} the fraction ending semantic is {', '.join(by_d)}."
+    describe(fig, point or text)
     if path:
         save_figure_atomic(fig, path, dpi=150)
         plt.close(fig)
     return fig
+
+
+def _mark_alphas(ax, omega, theory, spinodals, alpha_max) -> None:
+    """The state evolution's alpha_c (dashed) and the spinodals inside ``(0, alpha_max]`` (dotted) at ``omega``."""
+    if theory is not None and "alpha_c" in theory:
+        ac = theory["alpha_c"][np.isclose(theory["omega"], omega)]
+        for a in ac[np.isfinite(ac)]:
+            ax.axvline(a, color=COLORS["alpha_c"], lw=1, ls="--", label=r"$\alpha_c$ (SE)")
+    if spinodals is None:
+        return
+    i = int(np.argmin(np.abs(np.asarray(spinodals["omega"]) - omega)))
+    for branch in ("semantic", "positional"):
+        a_s = spinodals[f"alpha_s_{branch}"][i]
+        if np.isfinite(a_s) and spinodals["alpha_min"][i] < a_s <= alpha_max:
+            ax.axvline(a_s, color=COLORS[branch], ls=":", lw=1.5, label=f"spinodal ({branch})")
 
 
 def _most(labels) -> str:
