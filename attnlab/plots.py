@@ -155,7 +155,7 @@ def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
     runs : dict of str to ndarray
         Columns ``omega, alpha, d, m, theta`` of the ``random-start`` sweep (every run from the
         random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. Top
-        row: the fraction of each outcome at the largest ``d``. Lower row (where there is more than
+        row: the fraction of each outcome at the largest ``d`` of that column's ``omega``. Lower row (where there is more than
         one ``d``): the fraction ending semantic at every ``d`` (:data:`D_STYLES`, largest first;
         at most four ``d``, the largest ones), to see whether the switch sharpens with ``d``.
     theory : dict of str to ndarray, optional
@@ -189,18 +189,20 @@ def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
         alphas = np.unique(runs["alpha"][here])
         return alphas, [np.mean(kind[here & np.isclose(runs["alpha"], a)] == outcome) for a in alphas]
 
+    top_d = {w: runs["d"][np.isclose(runs["omega"], w)].max() for w in omegas}  # each column's largest d
     for col, w in enumerate(omegas):
         at_w = np.isclose(runs["omega"], w)
         ax = axes[0][col]
         for outcome in OUTCOMES:
             style, color = styles[outcome]
-            ax.plot(*fractions(at_w & (runs["d"] == ds[-1]), outcome), style, color=color, ms=4, label=outcome)
-        ax.set_title(rf"$\omega = {w:g}$, $d = {ds[-1]}$")
+            ax.plot(*fractions(at_w & (runs["d"] == top_d[w]), outcome), style, color=color, ms=4, label=outcome)
+        ax.set_title(rf"$\omega = {w:g}$, $d = {top_d[w]}$")
         if rows == 2:
             low = axes[1][col]
             for d, (ls, marker, grey) in zip(shown, D_STYLES):
-                low.plot(*fractions(at_w & (runs["d"] == d), "semantic"), ls=ls, marker=marker, color=grey, ms=4,
-                         label=f"d = {d}")
+                if (at_w & (runs["d"] == d)).any():
+                    low.plot(*fractions(at_w & (runs["d"] == d), "semantic"), ls=ls, marker=marker, color=grey,
+                             ms=4, label=f"d = {d}")
             low.set_title(rf"$\omega = {w:g}$: ending semantic, by $d$")
         for ax in axes[:, col]:
             _mark_alphas(ax, w, theory, spinodals, runs["alpha"][at_w].max())
@@ -210,19 +212,23 @@ def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
         axes[1][0].set_ylabel("fraction ending semantic")
     for row in axes:
         row[-1].legend(fontsize=7, loc="center right")
-    big = runs["d"] == ds[-1]
+    same = len(set(top_d.values())) == 1
+    big = np.zeros(len(runs["d"]), bool)
     tops = []
     for w in omegas:
-        at = big & np.isclose(runs["omega"], w)
-        top = at & np.isclose(runs["alpha"], runs["alpha"][at].max())
-        tops.append(f"{np.mean(kind[top] == 'semantic'):.2f} at ω = {w:g} (α = {runs['alpha'][at].max():.2f})")
-    text = (f"At d = {ds[-1]}, the fraction of random starts that end semantic at the largest α of each panel is "
-            f"{', '.join(tops)}; most runs end {_most(kind[big])}.")
+        at = np.isclose(runs["omega"], w) & (runs["d"] == top_d[w])
+        big |= at
+        a_max = runs["alpha"][at].max()
+        top = at & np.isclose(runs["alpha"], a_max)
+        tops.append(f"{np.mean(kind[top] == 'semantic'):.2f} at ω = {w:g} (α = {a_max:.2f}"
+                    f"{'' if same else f', d = {top_d[w]}'})")
+    text = (f"{f'At d = {ds[-1]}' if same else 'At the largest d of each panel'}, the fraction of random starts "
+            f"that end semantic at the largest α of each panel is {', '.join(tops)}; most runs end {_most(kind[big])}.")
     if rows == 2:
         first = np.isclose(runs["omega"], omegas[0])
         a_top = runs["alpha"][first].max()
-        by_d = [f"{np.mean(kind[first & (runs['d'] == d) & np.isclose(runs['alpha'], a_top)] == 'semantic'):.2f} "
-                f"at d = {d}" for d in shown[::-1]]
+        by_d = [f"{np.mean(kind[here] == 'semantic'):.2f} at d = {d}" for d in shown[::-1]
+                if (here := first & (runs["d"] == d) & np.isclose(runs["alpha"], a_top)).any()]
         text += f" At ω = {omegas[0]:g}, α = {a_top:.2f} the fraction ending semantic is {', '.join(by_d)}."
     describe(fig, point or text)
     if path:
