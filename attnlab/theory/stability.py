@@ -12,16 +12,19 @@ then leaves along it (from ``Q*`` to the positional minimum, say).
 The unpinned map ``G`` is odd in the pinned overlap ``p`` (swapping the two positions flips
 ``m``; ``Q* -> -Q*`` flips ``theta``), so at a pinned fixed point its Jacobian is block
 diagonal and ``lambda_p = dG_p / dp`` is the eigenvalue of the pinned direction. The
-regulariser is quadratic in ``p`` and its conjugate, so eliminating the conjugate gives a
-training loss whose curvature along ``p`` is ``D (1 - lambda_p)`` (``D = lambda + sigma^2 Vhat
-> 0``, the same factor for ``theta`` up to ``sigma^2 rho``): the fixed point is a minimum along
-``p`` if and only if ``lambda_p < 1`` (:data:`STABLE_BELOW`); at ``lambda_p = 1`` the branch
-ends (a spinodal).
+regulariser is quadratic in ``p`` and its conjugate (``m = mhat / D``, ``theta = sigma^2 rho
+thetahat / D``, book Chapter 5), so eliminating the conjugate gives a training loss whose
+curvature along ``p`` is a positive multiple of ``1 - lambda_p`` (``D = lambda + sigma^2 Vhat > 0``
+for ``m``, ``D / (sigma^2 rho)`` for ``theta``; from the free entropy, i.e. derived for the
+global prox and carried over to the followed one by analogy): the fixed point is a minimum
+along ``p`` if and only if ``lambda_p < 1`` (:data:`STABLE_BELOW`); at ``lambda_p = 1`` the
+branch ends (a spinodal).
 
-``lambda_p`` is taken by a central difference of the unpinned map with the branch's final
-rule and minimiser (two evaluations), with step ``STEP * sqrt(q)`` in ``m`` (the
+``lambda_p`` is taken by a central difference of the unpinned map, with ``STEP * sqrt(q)`` in ``m`` (the
 positional shift of the student field ``w_l = sqrt(q) xi_l + s_l m``) or
-``STEP * sqrt(q rho)`` in ``theta`` (a teacher-student correlation of ``STEP``).
+``STEP * sqrt(q rho)`` in ``theta`` (a teacher-student correlation of ``STEP``): with the
+branch's final rule and minimiser (two evaluations of its map) by default, with three descents
+over the quasi-Monte Carlo points of ``result.quadrature.qmc`` for ``basins="held"``.
 
 What a probe does with a training sample whose proximal point sits near the edge of its
 basin decides part of ``lambda_p`` (``basins`` of :func:`pinned_eigenvalue`). By default
@@ -29,15 +32,15 @@ basin decides part of ``lambda_p`` (``basins`` of :func:`pinned_eigenvalue`). By
 found afresh by the branch's minimiser (the followed one descends again from the
 initialisation's field ``h0``), as the fixed point itself was. With ``"held"`` each sample
 starts from its proximal point at the fixed point, so it keeps its basin unless the probe
-removes that basin. Where few samples sit at basin edges (small ``V``, e.g. omega 0.5,
-alpha >= 2) the two agree with each other and with the closed-form response of a proximal
-point that stays in its basin, ``dh/dw = (1 + V H)^-1`` (``H`` the loss's Hessian in ``h``;
-``tests/test_stability.py``). At small ``alpha`` (large ``V``) they differ: at omega 0.5,
-alpha 1.0 ``"redescend"`` gives 1.17, ``"held"`` 0.82, the closed form 0.50, and the
-semantic spinodal moves from alpha 1.10 to about 0.8. The samples at basin edges (about 2%
-of the points change the side of ``h1 = h2`` at the default step) make the difference; the
-state evolution here does not say which response gradient descent at large ``d`` has (book
-Chapter 6, "How sure is a spinodal?").
+removes that basin. On the semantic branch at omega 0.5, alpha 2 and 3 the two agree with
+each other and with the closed-form response of proximal points that all stay in their basin,
+``dh/dw = (1 + V H)^-1`` (``H`` the loss's Hessian in ``h``; ``tests/test_stability.py``).
+Elsewhere they can differ: at omega 0.5, alpha 1.0 ``"redescend"`` gives 1.17, ``"held"``
+0.82, the closed form 0.50, and the semantic minimum's start moves from alpha 1.12 to 0.76
+(linear interpolation on a grid 0.1 apart, default rule); on the positional branch at omega
+0.1, ``"held"`` is 0.15-0.2 *higher* over alpha 2-2.6 and the positional minimum's end moves
+from 2.45 to 2.25. The state evolution here does not say which response gradient descent at
+large ``d`` has (book Chapter 6, "How sure is a spinodal?").
 """
 from __future__ import annotations
 
@@ -75,20 +78,21 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
     ----------
     result : SEResult
         A converged fixed point, not collapsed, of a pinned branch (``m = 0`` semantic,
-        ``theta = 0`` positional).
+        ``theta = 0`` positional); not checked to be converged (a result that is not gives the slope of the map there).
     basins : {"redescend", "held"}
-        At the probes, find each sample's proximal point afresh with the branch's minimiser
-        (default: the map of the fixed point itself; :attr:`SEResult.stability`), or start it
-        from its proximal point at the fixed point (by descent, with the quasi-Monte Carlo
-        points of ``result.quadrature.qmc``), so that it keeps its basin unless the probe
-        removes that basin (module docstring).
+        ``"redescend"`` (default; the value of ``SEResult.stability``): at the probes,
+        find each sample's proximal point afresh with the branch's minimiser, as the fixed
+        point itself was. ``"held"``: start it from its proximal point at the fixed point (by
+        descent, with the quasi-Monte Carlo points of ``result.quadrature.qmc``), so that it
+        keeps its basin unless the probe removes that basin (module docstring).
 
     Returns
     -------
     float
-        ``(G_p(x + e) - G_p(x - e)) / (2 e)`` with ``e`` the step of the module docstring;
-        below :data:`STABLE_BELOW` the fixed point is a minimum along ``p``. NaN where the
-        result has no overlaps to probe (NaN, collapsed ``q = 0``), where ``p`` was not pinned
+        The ``p`` component of one step of the unpinned map from the fixed point's overlaps
+        with ``p`` set to ``+e``, minus that with ``p = -e``, divided by ``2 e`` (``e`` the step
+        of the module docstring); below :data:`STABLE_BELOW` the fixed point is a minimum along
+        ``p``. NaN where the result has no overlaps to probe (NaN, collapsed ``q = 0``), where ``p`` was not pinned
         (``pin=False``, or the semantic branch with ``A_11 != A_22``) or where the map leaves
         its domain at the probes.
 
@@ -96,6 +100,13 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
     ------
     ValueError
         If ``basins`` is not one of :data:`BASINS`.
+
+    Notes
+    -----
+    ``lambda_p = dG_p / dp`` at ``p = 0``, ``G`` the map of Cui et al. 2024, Result 4.2 (channel
+    update, then the ridge update ``m = mhat / D``, ``theta = sigma^2 rho thetahat / D``); the
+    fixed point is a minimum along ``p`` iff ``lambda_p < 1`` (module docstring). The spinodals
+    (``attnlab.theory.spinodals.find_spinodals``) are where the default one crosses 1.
     """
     check_choice("basins", basins, BASINS)
     ov = result.overlaps
