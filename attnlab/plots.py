@@ -210,8 +210,9 @@ def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
     axes[0][0].set_ylabel("fraction of random starts")
     if rows == 2:
         axes[1][0].set_ylabel("fraction ending semantic")
-    for row in axes:
-        row[-1].legend(fontsize=7, loc="center right")
+    axes[0][-1].legend(fontsize=7, loc="center right")
+    if rows == 2:  # the first column has every d (the sweep's largest d is run at the first omega only)
+        axes[1][0].legend(fontsize=7, loc="upper left")
     same = len(set(top_d.values())) == 1
     big = np.zeros(len(runs["d"]), bool)
     tops = []
