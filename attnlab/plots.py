@@ -143,8 +143,9 @@ def plot_spinodals(rows, ax=None, alpha_max=3.0):
 
 
 #: Line style, marker and grey of each ``d`` in :func:`plot_random_start`'s lower row, from the
-#: largest ``d`` (solid, black) down; the lightest grey keeps a contrast of 4.3:1 on white.
-D_STYLES = (("-", "o", "#000000"), ("--", "s", "#404040"), ("-.", "^", "#5e5e5e"), (":", "D", "#7a7a7a"))
+#: largest ``d`` (solid, black) down; the lightest grey keeps a contrast of 3.4:1 on white.
+D_STYLES = (("-", "o", "#000000"), ("--", "s", "#404040"), ("-.", "^", "#5e5e5e"), (":", "D", "#7a7a7a"),
+            ("--", "v", "#8a8a8a"))
 
 
 def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
@@ -157,7 +158,7 @@ def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
         random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. Top
         row: the fraction of each outcome at the largest ``d`` of that column's ``omega``. Lower row (where there is more than
         one ``d``): the fraction ending semantic at every ``d`` (:data:`D_STYLES`, largest first;
-        at most four ``d``, the largest ones), to see whether the switch sharpens with ``d``.
+        at most five ``d``, the largest ones), to see whether the switch sharpens with ``d``.
     theory : dict of str to ndarray, optional
         ``omega, alpha_c`` (the ``transitions`` table): a vertical line in each panel.
     path : str or Path, optional
