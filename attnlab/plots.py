@@ -145,7 +145,7 @@ def plot_spinodals(rows, ax=None, alpha_max=3.0):
 #: Line style, marker and grey of each ``d`` in :func:`plot_random_start`'s lower row, from the
 #: largest ``d`` (solid, black) down; the lightest grey keeps a contrast of 3.4:1 on white.
 D_STYLES = (("-", "o", "#000000"), ("--", "s", "#404040"), ("-.", "^", "#5e5e5e"), (":", "D", "#7a7a7a"),
-            ("--", "v", "#8a8a8a"))
+            ("--", "*", "#8a8a8a"))
 
 
 def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
