@@ -156,8 +156,8 @@ def plot_random_start(runs, theory=None, path=None, point=None, spinodals=None):
     runs : dict of str to ndarray
         Columns ``omega, alpha, d, m, theta`` of the ``random-start`` sweep (every run from the
         random start); each run is classified by :func:`attnlab.metrics.classify_outcome`. Top
-        row: the fraction of each outcome at the largest ``d`` of that column's ``omega``. Lower row (where there is more than
-        one ``d``): the fraction ending semantic at every ``d`` (:data:`D_STYLES`, largest first;
+        row: the fraction of each outcome at the largest ``d`` of that column's ``omega``. Lower
+        row (where there is more than one ``d``): the fraction ending semantic at every ``d`` (:data:`D_STYLES`, largest first;
         at most five ``d``, the largest ones), to see whether the switch sharpens with ``d``.
     theory : dict of str to ndarray, optional
         ``omega, alpha_c`` (the ``transitions`` table): a vertical line in each panel.

@@ -228,9 +228,10 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         quick=dict(d=[30], omega=[0.3], alpha=[0.5, 1.5], seed=[0, 1]),
         theory="transitions", plot="plot_random_start",
         notes="d = 200 to 2000 (this grid at d = 200, 500; --ds 1000 and --ds 2000 added the others), 6 seeds "
-              "per point; at omega = 0.1 also alpha = 2.25-3.0 (--omegas 0.1 --alphas ...), up to the "
-              "positional spinodal. d = 4000 not run yet (--ds 4000 extends it; rows accumulate). GD warm-up "
-              "then L-BFGS (method 'lbfgs'); outcome by attnlab.metrics.classify_outcome (|m|, |theta| >= 0.05)."),
+              "per point; at omega = 0.1 also alpha = 2.25-3.0 at d = 200-2000 and the whole alpha = 0.25-3.0 "
+              "at d = 4000 (--omegas 0.1 --alphas ... --ds ...), up to the positional spinodal; rows "
+              "accumulate. GD warm-up then L-BFGS (method 'lbfgs'); outcome by "
+              "attnlab.metrics.classify_outcome (|m|, |theta| >= 0.05)."),
     Figure(
         "explorer-grid",
         "the kernel-free explorers' grid: both SE branches along alpha at every (omega, sigma, lambda), and "

@@ -20,8 +20,8 @@ global prox and carried over to the followed one by analogy): the fixed point is
 along ``p`` if and only if ``lambda_p < 1`` (:data:`STABLE_BELOW`); at ``lambda_p = 1`` the
 branch ends (a spinodal).
 
-``lambda_p`` is taken by a central difference of the unpinned map, with ``STEP * sqrt(q)`` in ``m`` (the
-positional shift of the student field ``w_l = sqrt(q) xi_l + s_l m``) or
+``lambda_p`` is taken by a central difference of the unpinned map, with ``STEP * sqrt(q)``
+in ``m`` (the positional shift of the student field ``w_l = sqrt(q) xi_l + s_l m``) or
 ``STEP * sqrt(q rho)`` in ``theta`` (a teacher-student correlation of ``STEP``): with the
 branch's final rule and minimiser (two evaluations of its map) by default, with three descents
 over the quasi-Monte Carlo points of ``result.quadrature.qmc`` for ``basins="held"``.
@@ -78,7 +78,8 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
     ----------
     result : SEResult
         A converged fixed point, not collapsed, of a pinned branch (``m = 0`` semantic,
-        ``theta = 0`` positional); not checked to be converged (a result that is not gives the slope of the map there).
+        ``theta = 0`` positional); not checked to be converged (a result that is not gives
+        the slope of the map there).
     basins : {"redescend", "held"}
         ``"redescend"`` (default; the value of ``SEResult.stability``): at the probes,
         find each sample's proximal point afresh with the branch's minimiser, as the fixed
@@ -92,9 +93,9 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
         The ``p`` component of one step of the unpinned map from the fixed point's overlaps
         with ``p`` set to ``+e``, minus that with ``p = -e``, divided by ``2 e`` (``e`` the step
         of the module docstring); below :data:`STABLE_BELOW` the fixed point is a minimum along
-        ``p``. NaN where the result has no overlaps to probe (NaN, collapsed ``q = 0``), where ``p`` was not pinned
-        (``pin=False``, or the semantic branch with ``A_11 != A_22``) or where the map leaves
-        its domain at the probes.
+        ``p``. NaN where the result has no overlaps to probe (NaN, collapsed ``q = 0``), where
+        ``p`` was not pinned (``pin=False``, or the semantic branch with ``A_11 != A_22``) or
+        where the map leaves its domain at the probes.
 
     Raises
     ------
