@@ -30,7 +30,7 @@ FIELDS = ("alpha", "m", "theta", "qnorm", "eps_t", "eps_g", "converged", "outcom
 
 
 def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method: str = "lbfgs",
-                   n_test: int = 2000) -> dict:
+                   n_test: int = 2000, susceptibility: bool = False) -> dict:
     """Follow one gradient-descent minimum along ``alphas``, warm-starting each run.
 
     Parameters
@@ -52,13 +52,18 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         gradient-descent warm-up: the minimum that gradient descent selects, polished).
     n_test : int
         Fresh test samples for ``eps_g`` at each ``alpha``.
+    susceptibility : bool
+        Also measure ``chi_m``, the response of ``m`` at each minimum
+        (:func:`attnlab.curvature.positional_susceptibility`; a few hundred Hessian-vector
+        products each). NaN, with a ``RuntimeWarning`` that says why, where it cannot be
+        measured (conjugate gradients do not converge; the point is no minimum).
 
     Returns
     -------
     dict of str to ndarray, shape (len(alphas),)
         ``alpha``; the sign-canonicalised overlaps ``m``, ``theta`` and ``qnorm = |Q|^2/d``;
         the training loss ``eps_t`` and the test error ``eps_g``; ``converged``; and
-        ``outcome`` (:func:`attnlab.metrics.classify_outcome`).
+        ``outcome`` (:func:`attnlab.metrics.classify_outcome`); with ``susceptibility``, ``chi_m``.
 
     Raises
     ------
@@ -79,10 +84,13 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
     check_choice("start", start, BRANCHES)
     check_training_args(method=method, init=start, seed=seed)
     n_test = check_n_test(n_test)
+    if not isinstance(susceptibility, (bool, np.bool_)):
+        raise TypeError(f"susceptibility must be True or False, got {susceptibility!r}")
     for a in alphas:
         n_samples(float(a), d, params.L)
     full = make_problem(params, float(alphas.max()), d, seed=seed)
-    out = {k: [] for k in FIELDS}
+    fields = FIELDS + (("chi_m",) if susceptibility else ())
+    out = {k: [] for k in fields}
     Q = None
     for a in alphas:
         n = n_samples(float(a), d, params.L)
@@ -93,7 +101,21 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         ov = overlaps(Qc, data.Qstar, data.P)
         eg, _ = generalization_error(Qc, params, data.Qstar, n_test=n_test, seed=seed)
         m, theta = float(ov.m[0]), float(ov.theta[0])
-        for k, v in zip(FIELDS, (float(a), m, theta, ov.qnorm, res.eps_t, float(eg), bool(res.converged),
-                                 str(classify_outcome(m, theta)))):
+        row = [float(a), m, theta, ov.qnorm, res.eps_t, float(eg), bool(res.converged), str(classify_outcome(m, theta))]
+        if susceptibility:
+            row.append(_chi_m(data, params.lam, Q, float(a)))
+        for k, v in zip(fields, row):
             out[k].append(v)
     return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _chi_m(data, lam, Q, alpha) -> float:
+    """:func:`~attnlab.curvature.positional_susceptibility` at a minimum; NaN and a warning if it fails."""
+    import warnings
+
+    from .curvature import positional_susceptibility
+    try:
+        return positional_susceptibility(data, lam, Q).chi_m
+    except RuntimeError as e:
+        warnings.warn(f"chi_m at alpha = {alpha:g} not measured: {e}", RuntimeWarning, stacklevel=3)
+        return float("nan")

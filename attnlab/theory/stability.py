@@ -54,7 +54,7 @@ from .equations import StateEvolution, channel_update, ridge_update
 from .followed_rule import initial_fields
 from .quadrature import Symmetry, gaussian_points
 
-__all__ = ["STEP", "STABLE_BELOW", "BASINS", "pinned_direction", "pinned_eigenvalue"]
+__all__ = ["STEP", "STABLE_BELOW", "BASINS", "pinned_direction", "pinned_eigenvalue", "pinned_susceptibility"]
 
 #: Relative step of the central difference (measured: moving it from 0.02 to 0.1 changes
 #: ``lambda_p`` by less than 1e-2 at omega 0.3; the quasi-Monte Carlo map moves in steps of
@@ -128,6 +128,45 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
     except (FloatingPointError, ZeroDivisionError):
         return float("nan")
     return float((plus - minus) / (2 * step))
+
+
+def pinned_susceptibility(result, *, basins: str = "redescend") -> float:
+    """``chi_m = 1 / (D (1 - lambda_m))``: the state evolution's response of ``m`` on the semantic branch.
+
+    The field term ``-d h m`` added to the risk enters the ridge update as ``m = (mhat + h) / D``
+    (``D = lambda + sigma^2 Vhat``, :func:`~attnlab.theory.equations.ridge_update`); with
+    ``mhat / D = lambda_m m`` near ``m = 0`` the fixed point moves by ``dm = chi_m h``. It is the
+    quantity :func:`attnlab.curvature.positional_susceptibility` measures at a gradient-descent
+    minimum of finite ``d`` (``p_1^T H^-1 p_1``).
+
+    Parameters
+    ----------
+    result : SEResult
+        A fixed point of the semantic branch (``m`` pinned to 0).
+    basins : {"redescend", "held"}
+        The probe of :func:`pinned_eigenvalue`.
+
+    Returns
+    -------
+    float
+        ``chi_m``; ``inf`` where ``lambda_m >= 1`` (no minimum along ``m``: the response has no
+        finite linear part); NaN where :func:`pinned_eigenvalue` is NaN.
+
+    Raises
+    ------
+    ValueError
+        If ``result.branch`` is not ``"semantic"`` (the positional branch pins ``theta``, whose
+        field is not implemented here) or ``basins`` is not one of :data:`BASINS`.
+    """
+    if result.branch != "semantic":
+        raise ValueError(f"result.branch must be 'semantic' for the susceptibility of m, got {result.branch!r}")
+    lam_m = pinned_eigenvalue(result, basins=basins)
+    if not np.isfinite(lam_m):
+        return float("nan")
+    if lam_m >= STABLE_BELOW:
+        return float("inf")
+    D = result.params.lam + result.params.sigma ** 2 * result.hats.Vhat
+    return float(1.0 / (D * (1.0 - lam_m)))
 
 
 def _held_eigenvalue(result, p: str, step: float) -> float:

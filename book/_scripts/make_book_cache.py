@@ -11,6 +11,10 @@ Usage (from the repository root; about 1-2 minutes on two cores)::
     python book/_scripts/make_book_cache.py            # all tables
     python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase, spinodals
 
+and, not part of "all tables" (about 35 minutes on two cores: gradient descent at d = 4000)::
+
+    python book/_scripts/make_book_cache.py response
+
 Writes ``book/_data/NAME.csv`` and ``book/_data/NAME.json`` (what, how, with which code).
 """
 from __future__ import annotations
@@ -99,6 +103,52 @@ def spinodals(name: str) -> None:
            "A = [[0.6, 0.4], [0.4, 0.6]]", time.perf_counter() - t0)
 
 
+#: The response check (Chapter 6, "How sure is a spinodal?"): omega 0.5, semantic branch.
+RESPONSE_OMEGA, RESPONSE_D, RESPONSE_SEEDS = 0.5, 4000, (0, 1, 2)
+RESPONSE_ALPHAS = (2.0, 1.8, 1.6, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 0.95)
+
+
+def _response_sweep(seed: int) -> list[dict]:
+    import torch
+    from attnlab.hysteresis import follow_minimum
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    out = follow_minimum(attnlab.ModelParams(omega=RESPONSE_OMEGA), RESPONSE_ALPHAS, RESPONSE_D, start="semantic",
+                         seed=seed, susceptibility=True)
+    print(f"seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return [dict(source="gd", seed=seed, d=RESPONSE_D, **{k: (v.item() if hasattr(v, "item") else v)
+                                                           for k, v in zip(out, col)})
+            for col in zip(*out.values())]
+
+
+def response(name: str) -> None:
+    """Gradient descent's response of m (chi_m) along the followed semantic minimum, and the SE's."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from attnlab.theory import solve_state_evolution
+    from attnlab.theory.stability import pinned_eigenvalue, pinned_susceptibility
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(2) as pool:
+        gd = [r for rows in pool.map(_response_sweep, RESPONSE_SEEDS) for r in rows]
+    se = []
+    p = attnlab.ModelParams(omega=RESPONSE_OMEGA)
+    for a in RESPONSE_ALPHAS:
+        r = solve_state_evolution(p, a, "semantic", warn=False)
+        se.append(dict(source="se", alpha=a, converged=bool(r.converged), theta=float(r.theta),
+                       D=float(p.lam + p.sigma ** 2 * r.hats.Vhat),
+                       **{f"lambda_m_{b}": pinned_eigenvalue(r, basins=b) for b in ("redescend", "held")},
+                       **{f"chi_m_{b}": pinned_susceptibility(r, basins=b) for b in ("redescend", "held")}))
+    keys = list(dict.fromkeys(k for r in gd + se for k in r))
+    rows = [{k: r.get(k, "") for k in keys} for r in gd + se]
+    _write(name, rows, f"response of m (chi_m = dm/dh for the field -d h m) on the semantic branch at omega = "
+           f"{RESPONSE_OMEGA}, sigma = 0.5, lambda = 0.01: source gd: gradient descent (L-BFGS after the GD "
+           f"warm-up) followed down alpha = {list(RESPONSE_ALPHAS)} from Q* at d = {RESPONSE_D}, seeds "
+           f"{list(RESPONSE_SEEDS)} (attnlab.hysteresis.follow_minimum with susceptibility=True: chi_m = "
+           "p_1^T H^-1 p_1 by conjugate gradients); source se: the state evolution's 1 / (D (1 - lambda_m)) "
+           "with both probes of attnlab.theory.stability, default quadrature (the quadrature field below is "
+           "that of the other tables, not used here)", time.perf_counter() - t0)
+
+
 def main(which: list[str]) -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)  # recorded per row in `converged`
     todo = which or ["curves", "asymmetric", "phase", "spinodals"]
@@ -112,6 +162,8 @@ def main(which: list[str]) -> None:
         phase("phase_diagram")
     if "spinodals" in todo:
         spinodals("spinodals")
+    if "response" in todo:
+        response("response")
 
 
 if __name__ == "__main__":

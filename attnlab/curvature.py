@@ -1,0 +1,192 @@
+"""How the empirical risk curves at a minimum: its Hessian and the susceptibility of an overlap.
+
+At a minimum ``Q`` of ``R(Q) = sum_mu (1/(2d)) ||y^mu - f_Q(x^mu)||^2 + (lambda/2) ||Q||^2``
+(Cui et al. 2024, arXiv:2402.03902, Sec. 3, Eq. (6)) add a field that pulls on the positional
+overlap, ``R(Q) - d h m(Q)`` with ``m(Q) = p_1 . Q / sqrt(d)`` (:func:`attnlab.metrics.overlaps`).
+The minimum moves by ``dQ = H^-1 (d h grad m)`` (``H`` the Hessian of ``R``), so its overlap
+moves by ``dm = chi_m h`` with the *susceptibility*
+
+    ``chi_m = p_1^T H^-1 p_1``   (``p_1`` of unit norm).
+
+``chi_m`` is finite and positive at a strict minimum and grows without bound where the
+minimum ends along ``m`` (a spinodal). The state evolution predicts it from the stability
+eigenvalue of the semantic branch, ``chi_m = 1 / (D (1 - lambda_m))`` with
+``D = lambda + sigma^2 Vhat`` (:func:`attnlab.theory.stability.pinned_susceptibility`), so
+gradient descent at finite ``d`` checks that prediction without waiting for the minimum to
+disappear (book Chapter 6, "How sure is a spinodal?").
+
+Hessian-vector products are exact (double back-propagation through
+:meth:`attnlab.objective.AttentionRisk.risk`); ``H^-1 p_1`` is found by conjugate gradients
+and the lowest eigenvalue by Lanczos (SciPy's ``cg`` and ``eigsh``), so ``H`` is never formed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.sparse.linalg import LinearOperator, cg, eigsh
+
+from .objective import AttentionRisk
+from .params import check_finite_array, check_positive
+
+__all__ = ["Susceptibility", "risk_hessian", "positional_susceptibility", "lowest_eigenvalue"]
+
+#: Relative residual at which conjugate gradients stop.
+CG_RTOL = 1e-8
+
+
+@dataclass(frozen=True)
+class Susceptibility:
+    """Result of :func:`positional_susceptibility`.
+
+    Attributes
+    ----------
+    chi_m : float
+        ``p_1^T H^-1 p_1``: ``dm/dh`` for the field term ``-d h m`` (module docstring).
+    bare : float
+        ``1 / (p_1^T H p_1)``: the response if nothing but ``Q``'s component along ``p_1``
+        could move (``chi_m >= bare`` at a minimum).
+    iterations : int
+        Hessian-vector products that conjugate gradients used.
+    """
+
+    chi_m: float
+    bare: float
+    iterations: int
+
+
+def _check_data(data):
+    from .data import Dataset
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an attnlab.data.Dataset, got {type(data).__name__}")
+
+
+def risk_hessian(data, lam: float, Q) -> LinearOperator:
+    """The Hessian of ``R`` at ``Q`` as a SciPy ``LinearOperator`` (exact products, never formed).
+
+    Parameters
+    ----------
+    data : Dataset
+        The training set (``x``, ``y`` of shape ``(n, L, d)``).
+    lam : float
+        Ridge strength ``lambda >= 0`` of ``R``.
+    Q : array_like, shape (d,) or (d, 1)
+        The point (rank 1).
+
+    Returns
+    -------
+    LinearOperator, shape (d, d)
+        ``v -> H v`` in float64.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is not a Dataset.
+    ValueError
+        If ``lam < 0`` or ``Q`` is not finite or not of shape ``(d,)`` or ``(d, 1)``.
+    """
+    _check_data(data)
+    lam = check_positive("lambda (lam)", lam, strict=False)
+    Q = check_finite_array("Q", Q, shapes=[(data.d,), (data.d, 1)])
+    risk = AttentionRisk(data.x, data.y, lam)
+    Qt = risk.as_tensor(Q)
+
+    def matvec(v):
+        Qv = Qt.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(risk.risk(Qv), Qv, create_graph=True)
+        vt = torch.as_tensor(np.asarray(v, dtype=np.float64).reshape(-1, 1))
+        (Hv,) = torch.autograd.grad((g * vt).sum(), Qv)
+        return Hv.detach().numpy().ravel()
+
+    return LinearOperator((data.d, data.d), matvec=matvec, rmatvec=matvec, dtype=np.float64)
+
+
+def positional_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Susceptibility:
+    """``chi_m = p_1^T H^-1 p_1``, the response of the positional overlap ``m`` at a minimum.
+
+    Parameters
+    ----------
+    data, lam, Q
+        As in :func:`risk_hessian`; ``Q`` should be a minimum (e.g. ``TrainResult.Q``).
+    maxiter : int
+        Most conjugate-gradient iterations (Hessian-vector products), ``>= 1``.
+
+    Returns
+    -------
+    Susceptibility
+
+    Raises
+    ------
+    RuntimeError
+        If conjugate gradients do not reach the relative residual :data:`CG_RTOL` within
+        ``maxiter`` iterations, or ``H`` curves down along ``p_1`` or along the solution
+        (``Q`` is then no minimum, and ``chi_m`` would be meaningless).
+    TypeError, ValueError
+        As :func:`risk_hessian`; ``maxiter`` not a positive integer.
+
+    Notes
+    -----
+    The field ``-d h m`` and ``m = p_1 . Q / sqrt(d)`` give ``dm = h p_1^T H^-1 p_1`` (module
+    docstring). The state evolution's prediction, ``1 / (D (1 - lambda_m))``, uses the map of
+    Cui et al. 2024, Result 4.2 (:func:`attnlab.theory.stability.pinned_susceptibility`).
+    """
+    from .params import check_int
+    maxiter = check_int("maxiter", maxiter, 1)
+    H = risk_hessian(data, lam, Q)
+    u = np.asarray(data.P[0], dtype=np.float64)
+    u = u / np.linalg.norm(u)
+    calls = [0]
+
+    def counted(v):
+        calls[0] += 1
+        return H.matvec(v)
+
+    op = LinearOperator(H.shape, matvec=counted, dtype=np.float64)
+    curvature = float(u @ H.matvec(u))
+    if not curvature > 0:
+        raise RuntimeError(f"the risk curves down along p_1 (p_1^T H p_1 = {curvature:.3g}): Q is no minimum")
+    x, info = cg(op, u, rtol=CG_RTOL, maxiter=maxiter)
+    chi = float(u @ x)
+    if info != 0:
+        raise RuntimeError(f"conjugate gradients did not converge in maxiter = {maxiter} iterations "
+                           f"(relative residual {CG_RTOL:g} not reached; chi_m so far {chi:.4g})")
+    if not chi > 0:
+        raise RuntimeError(f"p_1^T H^-1 p_1 = {chi:.3g} is not positive: Q is no minimum")
+    return Susceptibility(chi_m=chi, bare=1.0 / curvature, iterations=calls[0])
+
+
+def lowest_eigenvalue(data, lam: float, Q, *, tol: float = 1e-6, maxiter: int = 10_000) -> float:
+    """The lowest eigenvalue of the Hessian of ``R`` at ``Q`` (Lanczos, SciPy ``eigsh``).
+
+    Parameters
+    ----------
+    data, lam, Q
+        As in :func:`risk_hessian`.
+    tol : float
+        Relative accuracy of the eigenvalue, ``> 0``.
+    maxiter : int
+        Most Lanczos restarts' iterations, ``>= 1``.
+
+    Returns
+    -------
+    float
+        Positive at a strict minimum.
+
+    Raises
+    ------
+    RuntimeError
+        If Lanczos does not converge within ``maxiter``.
+    TypeError, ValueError
+        As :func:`risk_hessian`; ``tol`` not positive or ``maxiter`` not a positive integer.
+    """
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    from .params import check_int
+    tol = check_positive("tol", tol)
+    maxiter = check_int("maxiter", maxiter, 1)
+    H = risk_hessian(data, lam, Q)
+    try:
+        return float(eigsh(H, k=1, which="SA", tol=tol, maxiter=maxiter, return_eigenvectors=False)[0])
+    except ArpackNoConvergence as e:
+        raise RuntimeError(f"Lanczos did not converge in maxiter = {maxiter} iterations") from e
