@@ -41,6 +41,13 @@ Elsewhere they can differ: at omega 0.5, alpha 1.0 ``"redescend"`` gives 1.17, `
 0.1, ``"held"`` is 0.15-0.2 *higher* over alpha 2-2.6 and the positional minimum's end moves
 from 2.45 to 2.25. The state evolution here does not say which response gradient descent at
 large ``d`` has (book Chapter 6, "How sure is a spinodal?").
+
+:func:`pinned_susceptibility` turns ``lambda_m`` into the response of ``m`` to a field, which
+:func:`attnlab.curvature.positional_susceptibility` measures at a gradient-descent minimum.
+On the semantic branch at omega 0.5 (``book/_data/response.csv``: d = 4000, three seeds) the
+two agree at alpha 2 (32 against 35) and part below it: at alpha 1.2 gradient descent's is 66,
+the probes' 578 (redescend) and 234 (held); its stiffness ``1/chi_m`` levels off instead of
+falling to zero, and the runs leave the semantic minimum by a jump at alpha 0.95-1.1.
 """
 from __future__ import annotations
 
