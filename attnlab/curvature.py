@@ -8,12 +8,14 @@ moves by ``dm = chi_m h`` with the *susceptibility*
 
     ``chi_m = p_1^T H^-1 p_1``   (``p_1`` of unit norm).
 
-``chi_m`` is finite and positive at a strict minimum and grows without bound where the
-minimum ends along ``m`` (a spinodal). The state evolution predicts it from the stability
+(The field carries a factor ``d`` because ``R`` is extensive: ``grad(d h m) = sqrt(d) h p_1``,
+``dQ = sqrt(d) h H^-1 p_1`` and ``dm = p_1 . dQ / sqrt(d)``.) ``chi_m`` is finite and positive
+at a strict minimum and grows without bound where the minimum ends along ``m`` (a spinodal).
+The state evolution gives its ``d -> infinity`` value at ``m = 0`` from the stability
 eigenvalue of the semantic branch, ``chi_m = 1 / (D (1 - lambda_m))`` with
 ``D = lambda + sigma^2 Vhat`` (:func:`attnlab.theory.stability.pinned_susceptibility`), so
-gradient descent at finite ``d`` checks that prediction without waiting for the minimum to
-disappear (book Chapter 6, "How sure is a spinodal?").
+gradient descent at finite ``d`` tests that prediction without waiting for the minimum to
+disappear (book Chapter 6, "Asking gradient descent: the response of m").
 
 Hessian-vector products are exact (double back-propagation through
 :meth:`attnlab.objective.AttentionRisk.risk`); ``H^-1 p_1`` is found by conjugate gradients
@@ -120,8 +122,9 @@ def positional_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Su
     ------
     RuntimeError
         If conjugate gradients do not reach the relative residual :data:`CG_RTOL` within
-        ``maxiter`` iterations, or ``H`` curves down along ``p_1`` or along the solution
-        (``Q`` is then no minimum, and ``chi_m`` would be meaningless).
+        ``maxiter`` iterations, or ``p_1^T H p_1 <= 0`` or ``p_1^T H^-1 p_1 <= 0`` (``Q`` is then
+        not a minimum). These are necessary conditions only: an ``H`` that curves down in a
+        direction orthogonal to them passes; :func:`lowest_eigenvalue` decides.
     TypeError, ValueError
         As :func:`risk_hessian`; ``maxiter`` not a positive integer.
 
@@ -145,14 +148,14 @@ def positional_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Su
     op = LinearOperator(H.shape, matvec=counted, dtype=np.float64)
     curvature = float(u @ H.matvec(u))
     if not curvature > 0:
-        raise RuntimeError(f"the risk curves down along p_1 (p_1^T H p_1 = {curvature:.3g}): Q is no minimum")
+        raise RuntimeError(f"the risk curves down along p_1 (p_1^T H p_1 = {curvature:.3g}): Q is not a minimum")
     x, info = cg(op, u, rtol=CG_RTOL, maxiter=maxiter)
     chi = float(u @ x)
     if info != 0:
         raise RuntimeError(f"conjugate gradients did not converge in maxiter = {maxiter} iterations "
                            f"(relative residual {CG_RTOL:g} not reached; chi_m so far {chi:.4g})")
     if not chi > 0:
-        raise RuntimeError(f"p_1^T H^-1 p_1 = {chi:.3g} is not positive: Q is no minimum")
+        raise RuntimeError(f"p_1^T H^-1 p_1 = {chi:.3g} is not positive: Q is not a minimum")
     return Susceptibility(chi_m=chi, bare=1.0 / curvature, iterations=calls[0])
 
 

@@ -26,7 +26,7 @@ from .training import check_training_args, minimize_risk
 __all__ = ["follow_minimum"]
 
 #: Columns of :func:`follow_minimum`'s result.
-FIELDS = ("alpha", "m", "theta", "qnorm", "eps_t", "eps_g", "converged", "outcome")
+FIELDS = ("alpha", "m", "theta", "qnorm", "eps_t", "eps_g", "converged", "grad_rms", "outcome")
 
 
 def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method: str = "lbfgs",
@@ -53,22 +53,28 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
     n_test : int
         Fresh test samples for ``eps_g`` at each ``alpha``.
     susceptibility : bool
-        Also measure ``chi_m``, the response of ``m`` at each minimum
-        (:func:`attnlab.curvature.positional_susceptibility`; a few hundred Hessian-vector
-        products each). NaN, with a ``RuntimeWarning`` that says why, where it cannot be
-        measured (conjugate gradients do not converge; the point is no minimum).
+        Also measure, at each point the sweep reaches (whatever its ``outcome`` and
+        ``converged``), ``chi_m``, the response of ``m`` to a field
+        (:func:`attnlab.curvature.positional_susceptibility`), and ``lam_min``, the lowest
+        eigenvalue of the risk's Hessian (:func:`attnlab.curvature.lowest_eigenvalue`): a few
+        hundred Hessian-vector products each. NaN, with a ``RuntimeWarning`` that says why,
+        where one cannot be measured (conjugate gradients or Lanczos do not converge; the risk
+        curves down along ``p_1``).
 
     Returns
     -------
     dict of str to ndarray, shape (len(alphas),)
         ``alpha``; the sign-canonicalised overlaps ``m``, ``theta`` and ``qnorm = |Q|^2/d``;
         the training loss ``eps_t`` and the test error ``eps_g``; ``converged``; and
-        ``outcome`` (:func:`attnlab.metrics.classify_outcome`); with ``susceptibility``, ``chi_m``.
+        ``grad_rms`` (the root mean square of the gradient where the optimiser stopped);
+        ``outcome`` (:func:`attnlab.metrics.classify_outcome`); with ``susceptibility``,
+        ``chi_m`` and ``lam_min``.
 
     Raises
     ------
     TypeError
-        If ``params`` is not a :class:`~attnlab.params.ModelParams`.
+        If ``params`` is not a :class:`~attnlab.params.ModelParams`, or ``susceptibility`` is
+        not a bool.
     ValueError
         Fewer than 2 ``alphas``, one not finite or ``<= 0``; ``params.r != 1``; invalid
         ``d``, ``start``, ``seed``, ``method`` or ``n_test``; the largest training set too
@@ -89,7 +95,7 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
     for a in alphas:
         n_samples(float(a), d, params.L)
     full = make_problem(params, float(alphas.max()), d, seed=seed)
-    fields = FIELDS + (("chi_m",) if susceptibility else ())
+    fields = FIELDS + (("chi_m", "lam_min") if susceptibility else ())
     out = {k: [] for k in fields}
     Q = None
     for a in alphas:
@@ -101,21 +107,26 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         ov = overlaps(Qc, data.Qstar, data.P)
         eg, _ = generalization_error(Qc, params, data.Qstar, n_test=n_test, seed=seed)
         m, theta = float(ov.m[0]), float(ov.theta[0])
-        row = [float(a), m, theta, ov.qnorm, res.eps_t, float(eg), bool(res.converged), str(classify_outcome(m, theta))]
+        row = [float(a), m, theta, ov.qnorm, res.eps_t, float(eg), bool(res.converged), float(res.grad_rms),
+               str(classify_outcome(m, theta))]
         if susceptibility:
-            row.append(_chi_m(data, params.lam, Q, float(a)))
+            row += _curvature(data, params.lam, Q, float(a))
         for k, v in zip(fields, row):
             out[k].append(v)
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def _chi_m(data, lam, Q, alpha) -> float:
-    """:func:`~attnlab.curvature.positional_susceptibility` at a minimum; NaN and a warning if it fails."""
+def _curvature(data, lam, Q, alpha) -> list:
+    """``[chi_m, lam_min]`` at a point of the sweep; NaN and a warning for one that fails."""
     import warnings
 
-    from .curvature import positional_susceptibility
-    try:
-        return positional_susceptibility(data, lam, Q).chi_m
-    except RuntimeError as e:
-        warnings.warn(f"chi_m at alpha = {alpha:g} not measured: {e}", RuntimeWarning, stacklevel=3)
-        return float("nan")
+    from .curvature import lowest_eigenvalue, positional_susceptibility
+    out = []
+    for name, measure in (("chi_m", lambda: positional_susceptibility(data, lam, Q).chi_m),
+                          ("lam_min", lambda: lowest_eigenvalue(data, lam, Q))):
+        try:
+            out.append(float(measure()))
+        except RuntimeError as e:
+            warnings.warn(f"{name} at alpha = {alpha:g} not measured: {e}", RuntimeWarning, stacklevel=3)
+            out.append(float("nan"))
+    return out

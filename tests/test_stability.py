@@ -58,38 +58,13 @@ def test_eigenvalue_does_not_depend_on_the_step(monkeypatch):
     assert pinned_eigenvalue(res) == pytest.approx(base, abs=0.02)
 
 
-def _closed_form_semantic_response(res):
-    """``lambda_m`` of a proximal point that stays in its basin, in closed form: ``m`` moves only
-    the student field, ``w -> w + m s`` (``s = (1, -1)``), the proximal point responds by
-    ``dh/dw = (1 + V H)^-1`` (``H``: the loss's 2x2 Hessian in ``h`` there, by finite differences
-    of the loss), so ``lambda_m = alpha E[s.((1 + V H)^-1 - 1) s] / (V D)``, ``D = lambda + sigma^2 Vhat``."""
-    import numpy as np
-
-    from attnlab.theory.channel import descend, fields, loss, teacher_diagonal
-    from attnlab.theory.quadrature import gaussian_points
-
-    P, ov = res.params, res.overlaps
-    nodes = np.asarray(gaussian_points(res.quadrature.qmc, 6))
-    w1, w2, hs1, hs2, _ = fields(ov, P.sigma ** 2, nodes[:4])
-    T11, T22 = teacher_diagonal(hs1, hs2, P.omega, P.A_array)
-    h1, h2, _ = descend(w1, w2, T11, T22, ov.V, P.sigma, start=(hs1, hs2))
-    e = 1e-4
-    ell = lambda a, b: loss(h1 + a, h2 + b, T11, T22, P.sigma)  # noqa: E731
-    H11 = (ell(e, 0) - 2 * ell(0, 0) + ell(-e, 0)) / e ** 2
-    H22 = (ell(0, e) - 2 * ell(0, 0) + ell(0, -e)) / e ** 2
-    H12 = (ell(e, e) - ell(e, -e) - ell(-e, e) + ell(-e, -e)) / (4 * e ** 2)
-    a, b, c = 1 + ov.V * H11, ov.V * H12, 1 + ov.V * H22  # 1 + V H = [[a, b], [b, c]]
-    s_inv_s = (a + c + 2 * b) / (a * c - b * b)  # s.(1 + V H)^-1 s
-    return res.alpha * float(np.mean(s_inv_s - 2.0)) / (ov.V * (P.lam + P.sigma ** 2 * res.hats.Vhat))
-
-
 @pytest.mark.parametrize("alpha", [2.0, 3.0])
 def test_eigenvalue_is_the_closed_form_response_away_from_basin_edges(alpha):
     """omega 0.5, alpha 2 and 3 (V ~ 17 and 12): both probes agree with the closed form
     (measured -0.912, -0.914, -0.920 at alpha 2; -2.321 all three at alpha 3), an independent
     computation: a linear response, not a difference of the map."""
     res = solve_state_evolution(P05, alpha, "semantic", warn=False)
-    closed = _closed_form_semantic_response(res)
+    closed = pinned_eigenvalue(res, basins="linear")
     assert res.stability == pytest.approx(closed, abs=0.02)
     assert pinned_eigenvalue(res, basins="held") == pytest.approx(closed, abs=0.02)
 
@@ -100,7 +75,7 @@ def test_samples_at_basin_edges_decide_the_response_at_small_alpha():
     samples whose basin the probe moves or removes are what separates them (book Chapter 6)."""
     res = solve_state_evolution(P05, 1.0, "semantic", warn=False)
     held = pinned_eigenvalue(res, basins="held")
-    assert _closed_form_semantic_response(res) < held - 0.2 and held < 1.0 < res.stability
+    assert pinned_eigenvalue(res, basins="linear") < held - 0.2 and held < 1.0 < res.stability
     assert res.stability - held > 0.2
 
 

@@ -43,11 +43,9 @@ from 2.45 to 2.25. The state evolution here does not say which response gradient
 large ``d`` has (book Chapter 6, "How sure is a spinodal?").
 
 :func:`pinned_susceptibility` turns ``lambda_m`` into the response of ``m`` to a field, which
-:func:`attnlab.curvature.positional_susceptibility` measures at a gradient-descent minimum.
-On the semantic branch at omega 0.5 (``book/_data/response.csv``: d = 4000, three seeds) the
-two agree at alpha 2 (32 against 35) and part below it: at alpha 1.2 gradient descent's is 66,
-the probes' 578 (redescend) and 234 (held); its stiffness ``1/chi_m`` levels off instead of
-falling to zero, and the runs leave the semantic minimum by a jump at alpha 0.95-1.1.
+:func:`attnlab.curvature.positional_susceptibility` measures at a gradient-descent minimum;
+book Chapter 6 ("Asking gradient descent: the response of m") compares the two on the
+semantic branch at omega 0.5.
 """
 from __future__ import annotations
 
@@ -56,7 +54,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..params import check_choice
-from .channel import ChannelMoments, descend, fields, moments_from_samples, proximal, teacher_diagonal
+from .channel import ChannelMoments, descend, fields, loss, moments_from_samples, proximal, teacher_diagonal
 from .equations import StateEvolution, channel_update, ridge_update
 from .followed_rule import initial_fields
 from .quadrature import Symmetry, gaussian_points
@@ -70,7 +68,7 @@ STEP = 0.05
 #: A pinned fixed point is a minimum along its pinned overlap if ``lambda_p`` is below this.
 STABLE_BELOW = 1.0
 #: What a probe of :func:`pinned_eigenvalue` does with each sample's proximal point.
-BASINS = ("redescend", "held")
+BASINS = ("redescend", "held", "linear")
 
 
 def pinned_direction(branch: str) -> str:
@@ -87,12 +85,17 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
         A converged fixed point, not collapsed, of a pinned branch (``m = 0`` semantic,
         ``theta = 0`` positional); not checked to be converged (a result that is not gives
         the slope of the map there).
-    basins : {"redescend", "held"}
+    basins : {"redescend", "held", "linear"}
         ``"redescend"`` (default; the value of ``SEResult.stability``): at the probes,
         find each sample's proximal point afresh with the branch's minimiser, as the fixed
         point itself was. ``"held"``: start it from its proximal point at the fixed point (by
         descent, with the quasi-Monte Carlo points of ``result.quadrature.qmc``), so that it
-        keeps its basin unless the probe removes that basin (module docstring).
+        keeps its basin unless the probe removes that basin (module docstring). ``"linear"``
+        (semantic branch only): the infinitesimal response of proximal points that all stay
+        in their basin, in closed form, ``dh/dw = (1 + V H)^-1`` (``H`` the loss's 2x2 Hessian
+        in ``h`` at each sample's proximal point, by central differences of the loss, step
+        1e-4), ``lambda_m = alpha E[s.((1 + V H)^-1 - 1) s] / (V D)`` with ``s = (1, -1)``: no
+        finite step, so no sample changes basin.
 
     Returns
     -------
@@ -107,7 +110,7 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
     Raises
     ------
     ValueError
-        If ``basins`` is not one of :data:`BASINS`.
+        If ``basins`` is not one of :data:`BASINS`, or is ``"linear"`` for a positional result.
 
     Notes
     -----
@@ -123,6 +126,11 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
         return float("nan")  # nothing to probe, or not pinned (pin=False; semantic with A_11 != A_22)
     rho = result.params.sigma ** 2
     step = STEP * np.sqrt(ov.q) if p == "m" else STEP * np.sqrt(ov.q * rho)
+    if basins == "linear":
+        if p != "m":
+            raise ValueError("basins='linear' is implemented for the semantic branch (the response of m) only, "
+                             f"got a {result.branch!r} result")
+        return _linear_eigenvalue(result)
     if basins == "held":
         return _held_eigenvalue(result, p, step)
     A = result.params.A_array
@@ -142,15 +150,18 @@ def pinned_susceptibility(result, *, basins: str = "redescend") -> float:
 
     The field term ``-d h m`` added to the risk enters the ridge update as ``m = (mhat + h) / D``
     (``D = lambda + sigma^2 Vhat``, :func:`~attnlab.theory.equations.ridge_update`); with
-    ``mhat / D = lambda_m m`` near ``m = 0`` the fixed point moves by ``dm = chi_m h``. It is the
-    quantity :func:`attnlab.curvature.positional_susceptibility` measures at a gradient-descent
-    minimum of finite ``d`` (``p_1^T H^-1 p_1``).
+    ``mhat / D = lambda_m m`` near ``m = 0`` the fixed point moves by ``dm = chi_m h`` (with no
+    data, ``Vhat = lambda_m = 0``, it is ``1 / lambda``). Its counterpart at a gradient-descent
+    minimum of finite ``d`` is ``p_1^T H^-1 p_1``
+    (:func:`attnlab.curvature.positional_susceptibility`), the response to an infinitesimal
+    field, which moves no sample across a basin edge: ``basins="linear"`` is the like-for-like
+    probe; whether gradient descent at large ``d`` has that response is what the comparison tests.
 
     Parameters
     ----------
     result : SEResult
         A fixed point of the semantic branch (``m`` pinned to 0).
-    basins : {"redescend", "held"}
+    basins : {"redescend", "held", "linear"}
         The probe of :func:`pinned_eigenvalue`.
 
     Returns
@@ -164,6 +175,12 @@ def pinned_susceptibility(result, *, basins: str = "redescend") -> float:
     ValueError
         If ``result.branch`` is not ``"semantic"`` (the positional branch pins ``theta``, whose
         field is not implemented here) or ``basins`` is not one of :data:`BASINS`.
+
+    Notes
+    -----
+    ``lambda_m`` is one eigenvalue of the map's Jacobian only because the Jacobian is block
+    diagonal at ``m = 0`` (the map is odd in ``m`` when ``A_11 = A_22``); where it is not, the
+    result is NaN (:func:`pinned_eigenvalue`). Cui et al. 2024, Result 4.2 (the map).
     """
     if result.branch != "semantic":
         raise ValueError(f"result.branch must be 'semantic' for the susceptibility of m, got {result.branch!r}")
@@ -182,17 +199,41 @@ def _held_eigenvalue(result, p: str, step: float) -> float:
     nodes = np.asarray(gaussian_points(result.quadrature.qmc, 6))
     try:
         with np.errstate(over="raise", divide="raise", invalid="raise"):
-            w1, w2, T11, T22 = _channel_at(ov, params, nodes)
-            if result.minimizer == "global":
-                base = proximal(w1, w2, T11, T22, ov.V, params.sigma)[:2]
-            else:
-                base = descend(w1, w2, T11, T22, ov.V, params.sigma,
-                               start=initial_fields(ov, params, result.branch, nodes))[:2]
+            base = _base_proximal(result, nodes)
             plus, minus = (_map_from(replace(ov, **{p: s * step}), params, result.alpha, nodes, base, p)
                            for s in (1.0, -1.0))
     except (FloatingPointError, ZeroDivisionError):
         return float("nan")
     return float((plus - minus) / (2 * step))
+
+
+def _base_proximal(result, nodes):
+    """Each node's proximal point at the fixed point, by the result's minimiser: ``h1, h2``."""
+    ov, params = result.overlaps, result.params
+    w1, w2, T11, T22 = _channel_at(ov, params, nodes)
+    if result.minimizer == "global":
+        return proximal(w1, w2, T11, T22, ov.V, params.sigma)[:2]
+    return descend(w1, w2, T11, T22, ov.V, params.sigma, start=initial_fields(ov, params, result.branch, nodes))[:2]
+
+
+def _linear_eigenvalue(result) -> float:
+    """:func:`pinned_eigenvalue` with ``basins="linear"`` (semantic branch)."""
+    ov, params = result.overlaps, result.params
+    nodes = np.asarray(gaussian_points(result.quadrature.qmc, 6))
+    _, _, T11, T22 = _channel_at(ov, params, nodes)
+    h1, h2 = _base_proximal(result, nodes)
+    e = 1e-4
+
+    def ell(a, b):
+        return loss(h1 + a, h2 + b, T11, T22, params.sigma)
+
+    H11 = (ell(e, 0) - 2 * ell(0, 0) + ell(-e, 0)) / e ** 2
+    H22 = (ell(0, e) - 2 * ell(0, 0) + ell(0, -e)) / e ** 2
+    H12 = (ell(e, e) - ell(e, -e) - ell(-e, e) + ell(-e, -e)) / (4 * e ** 2)
+    a, b, c = 1 + ov.V * H11, ov.V * H12, 1 + ov.V * H22  # 1 + V H = [[a, b], [b, c]]
+    s_inv_s = (a + c + 2 * b) / (a * c - b * b)  # s.(1 + V H)^-1 s, s = (1, -1)
+    D = params.lam + params.sigma ** 2 * result.hats.Vhat
+    return float(result.alpha * np.mean(s_inv_s - 2.0) / (ov.V * D))
 
 
 def _channel_at(ov, params, nodes):

@@ -11,7 +11,7 @@ Usage (from the repository root; about 1-2 minutes on two cores)::
     python book/_scripts/make_book_cache.py            # all tables
     python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase, spinodals
 
-and, not part of "all tables" (about 35 minutes on two cores: gradient descent at d = 4000)::
+and, not part of "all tables" (gradient descent at d = 4000: about 15 minutes on two cores)::
 
     python book/_scripts/make_book_cache.py response
 
@@ -38,7 +38,7 @@ ALPHAS = [round(a, 2) for a in np.arange(0.1, 2.01, 0.1)]
 OMEGAS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
 
 
-def _write(name: str, rows: list[dict], description: str, seconds: float) -> None:
+def _write(name: str, rows: list[dict], description: str, seconds: float, quadrature=None) -> None:
     OUT.mkdir(exist_ok=True)
     with open(OUT / f"{name}.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -49,7 +49,7 @@ def _write(name: str, rows: list[dict], description: str, seconds: float) -> Non
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     except OSError:
         commit = "unknown"
-    q = fast_quadrature()
+    q = fast_quadrature() if quadrature is None else quadrature
     meta = dict(description=description, quadrature=repr(q), attnlab_version=attnlab.__version__,
                 git_commit=commit, seconds=round(seconds, 1), script="book/_scripts/make_book_cache.py")
     (OUT / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -103,7 +103,7 @@ def spinodals(name: str) -> None:
            "A = [[0.6, 0.4], [0.4, 0.6]]", time.perf_counter() - t0)
 
 
-#: The response check (Chapter 6, "How sure is a spinodal?"): omega 0.5, semantic branch.
+#: The response check (Chapter 6, "Asking gradient descent: the response of m"): omega 0.5, semantic branch.
 RESPONSE_OMEGA, RESPONSE_D, RESPONSE_SEEDS = 0.5, 4000, (0, 1, 2)
 RESPONSE_ALPHAS = (2.0, 1.8, 1.6, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 0.95)
 
@@ -125,8 +125,8 @@ def response(name: str) -> None:
     """Gradient descent's response of m (chi_m) along the followed semantic minimum, and the SE's."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from attnlab.theory import solve_state_evolution
-    from attnlab.theory.stability import pinned_eigenvalue, pinned_susceptibility
+    from attnlab.theory import Quadrature, solve_state_evolution
+    from attnlab.theory.stability import BASINS, STEP, pinned_eigenvalue, pinned_susceptibility
     t0 = time.perf_counter()
     with ProcessPoolExecutor(2) as pool:
         gd = [r for rows in pool.map(_response_sweep, RESPONSE_SEEDS) for r in rows]
@@ -136,17 +136,19 @@ def response(name: str) -> None:
         r = solve_state_evolution(p, a, "semantic", warn=False)
         se.append(dict(source="se", alpha=a, converged=bool(r.converged), theta=float(r.theta),
                        D=float(p.lam + p.sigma ** 2 * r.hats.Vhat),
-                       **{f"lambda_m_{b}": pinned_eigenvalue(r, basins=b) for b in ("redescend", "held")},
-                       **{f"chi_m_{b}": pinned_susceptibility(r, basins=b) for b in ("redescend", "held")}))
+                       **{f"lambda_m_{b}": pinned_eigenvalue(r, basins=b) for b in BASINS},
+                       **{f"chi_m_{b}": pinned_susceptibility(r, basins=b) for b in BASINS}))
     keys = list(dict.fromkeys(k for r in gd + se for k in r))
     rows = [{k: r.get(k, "") for k in keys} for r in gd + se]
     _write(name, rows, f"response of m (chi_m = dm/dh for the field -d h m) on the semantic branch at omega = "
            f"{RESPONSE_OMEGA}, sigma = 0.5, lambda = 0.01: source gd: gradient descent (L-BFGS after the GD "
            f"warm-up) followed down alpha = {list(RESPONSE_ALPHAS)} from Q* at d = {RESPONSE_D}, seeds "
            f"{list(RESPONSE_SEEDS)} (attnlab.hysteresis.follow_minimum with susceptibility=True: chi_m = "
-           "p_1^T H^-1 p_1 by conjugate gradients); source se: the state evolution's 1 / (D (1 - lambda_m)) "
-           "with both probes of attnlab.theory.stability, default quadrature (the quadrature field below is "
-           "that of the other tables, not used here)", time.perf_counter() - t0)
+           "p_1^T H^-1 p_1 by conjugate gradients, lam_min the Hessian's lowest eigenvalue by Lanczos, "
+           "grad_rms where L-BFGS stopped, target 1e-9); source se: the state evolution's "
+           f"1 / (D (1 - lambda_m)) with the probes {list(BASINS)} of attnlab.theory.stability (finite "
+           f"step STEP = {STEP} of sqrt(q) for redescend and held; 'linear' has none), followed minimiser, "
+           "the quadrature below", time.perf_counter() - t0, quadrature=Quadrature())
 
 
 def main(which: list[str]) -> None:
