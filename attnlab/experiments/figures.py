@@ -217,7 +217,10 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
               "O(1/d) mean effect that the extrapolation absorbs); GD warm-up (lr 0.15) then L-BFGS to gradient "
               "rms 1e-9 (method 'lbfgs'); eps_g on 10,000 fresh samples; extrapolation y(d) = y_inf + b/d by "
               "weighted least squares over the seed means at each d. The cached table holds the runs the book "
-              "uses (more seeds and d = 8000 near the crossings), not every point of this grid."),
+              "uses (more seeds and d = 8000 near the crossings), not every point of this grid: near the "
+              "low-omega crossings also omega = 0 seeds 6-11 (d = 2000, 4000) and 3-5 (d = 1000) at "
+              "alpha 0.4-0.7, omega = 0.1 seeds 6-27 (d = 2000, 4000) and 3-13 (d = 1000) at alpha 0.5-0.9 "
+              "(--omegas --alphas --ds --seeds; rows accumulate)."),
     Figure(
         "random-start",
         "GD from a random start (Q0 = 0.1 N(0, I)): fraction of seeds ending semantic, positional, mixed or "
