@@ -32,7 +32,7 @@ from scipy.sparse.linalg import LinearOperator, cg, eigsh
 from .objective import AttentionRisk
 from .params import check_finite_array, check_positive
 
-__all__ = ["Susceptibility", "risk_hessian", "positional_susceptibility", "lowest_eigenvalue"]
+__all__ = ["CG_RTOL", "Susceptibility", "risk_hessian", "positional_susceptibility", "lowest_eigenvalue"]
 
 #: Relative residual at which conjugate gradients stop.
 CG_RTOL = 1e-8
