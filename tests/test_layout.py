@@ -15,7 +15,7 @@ PACKAGE = Path(attnlab.__file__).resolve().parent
 #: What each layer may import from attnlab (besides itself and the layers before it).
 LAYERS = [
     ("model", {"attnlab", "attnlab.params", "attnlab.data", "attnlab.attention", "attnlab.objective",
-               "attnlab.training", "attnlab.metrics", "attnlab.baseline", "attnlab.simulation", "attnlab.hysteresis", "attnlab.counting",
+               "attnlab.training", "attnlab.metrics", "attnlab.baseline", "attnlab.simulation", "attnlab.hysteresis", "attnlab.curvature", "attnlab.counting",
                "attnlab.parallel", "attnlab.safe_cache"}),
     ("theory", {"attnlab.theory"}),
     ("experiments", {"attnlab.experiments", "attnlab.explorer_grid", "attnlab.extrapolation"}),
