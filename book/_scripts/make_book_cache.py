@@ -85,22 +85,38 @@ def phase(name: str) -> None:
            "sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]", time.perf_counter() - t0)
 
 
-def spinodals(name: str) -> None:
+def _spinodal_row(params: attnlab.ModelParams) -> dict:
     from attnlab.theory.spinodals import find_spinodals
+    s = find_spinodals(params, quad=fast_quadrature())
+    row = dict(omega=params.omega, alpha_s_semantic=s.alpha_s_semantic, alpha_s_positional=s.alpha_s_positional,
+               semantic_intervals=json.dumps(s.semantic), positional_intervals=json.dumps(s.positional),
+               alpha_min=s.alpha_min, alpha_max=s.alpha_max, xtol=s.xtol, minimizer=s.minimizer,
+               sigma=params.sigma, **{"lambda": params.lam})
+    print(row, flush=True)
+    return row
+
+
+SPINODALS_TEXT = ("spinodals from find_spinodals (alpha in [0.05, 20], 16-point geometric grid, ends bisected to "
+                  "1%) with the followed minimiser: above alpha_s_semantic the semantic minimum exists, below "
+                  "alpha_s_positional the positional one (NaN: beyond 20); the intervals where each branch is a "
+                  "minimum (stable along its pinned overlap, attnlab.theory.stability)")
+
+
+def spinodals(name: str) -> None:
     t0 = time.perf_counter()
-    rows = []
-    for omega in OMEGAS:
-        s = find_spinodals(attnlab.ModelParams(omega=omega), quad=fast_quadrature())
-        rows.append(dict(omega=omega, alpha_s_semantic=s.alpha_s_semantic, alpha_s_positional=s.alpha_s_positional,
-                         semantic_intervals=json.dumps(s.semantic), positional_intervals=json.dumps(s.positional),
-                         alpha_min=s.alpha_min, alpha_max=s.alpha_max, xtol=s.xtol, minimizer=s.minimizer,
-                         sigma=0.5, **{"lambda": 0.01}))
-        print(rows[-1], flush=True)
-    _write(name, rows, "spinodals from find_spinodals (alpha in [0.05, 20], 16-point geometric grid, ends bisected "
-           "to 1%) with the followed minimiser: above alpha_s_semantic the semantic minimum exists, below "
-           "alpha_s_positional the positional one (NaN: beyond 20); the intervals where each branch is a minimum "
-           "(stable along its pinned overlap, attnlab.theory.stability); sigma = 0.5, lambda = 0.01, "
-           "A = [[0.6, 0.4], [0.4, 0.6]]", time.perf_counter() - t0)
+    rows = [_spinodal_row(attnlab.ModelParams(omega=omega)) for omega in OMEGAS]
+    _write(name, rows, SPINODALS_TEXT + "; sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]",
+           time.perf_counter() - t0)
+
+
+def spinodals_sigma_lambda(name: str) -> None:
+    """The spinodals at the explorers' sigma (lambda = 0.01) and lambda (sigma = 0.5)."""
+    from attnlab.explorer_grid import LAMS, SIGMAS
+    t0 = time.perf_counter()
+    cases = [(s, 0.01) for s in SIGMAS] + [(0.5, lam) for lam in LAMS if lam != 0.01]
+    rows = [_spinodal_row(attnlab.ModelParams(omega=omega, sigma=s, lam=lam)) for s, lam in cases for omega in OMEGAS]
+    _write(name, rows, SPINODALS_TEXT + f"; (sigma, lambda) in {cases}, A = [[0.6, 0.4], [0.4, 0.6]]",
+           time.perf_counter() - t0)
 
 
 #: The response check (Chapter 6, "Asking gradient descent: the response of m"): omega 0.5, semantic branch.
@@ -108,17 +124,23 @@ RESPONSE_OMEGA, RESPONSE_D, RESPONSE_SEEDS = 0.5, 4000, (0, 1, 2)
 RESPONSE_ALPHAS = (2.0, 1.8, 1.6, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 0.95)
 
 
-def _response_sweep(seed: int) -> list[dict]:
+def _follow(job: tuple) -> list[dict]:
+    """One followed gradient-descent sweep ``(omega, start, alphas, d, seed, susceptibility)``, one row per alpha."""
     import torch
     from attnlab.hysteresis import follow_minimum
     torch.set_num_threads(1)
+    omega, start, alphas, d, seed, susceptibility = job
     t0 = time.perf_counter()
-    out = follow_minimum(attnlab.ModelParams(omega=RESPONSE_OMEGA), RESPONSE_ALPHAS, RESPONSE_D, start="semantic",
-                         seed=seed, susceptibility=True)
-    print(f"seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
-    return [dict(source="gd", seed=seed, d=RESPONSE_D, **{k: (v.item() if hasattr(v, "item") else v)
-                                                           for k, v in zip(out, col)})
+    out = follow_minimum(attnlab.ModelParams(omega=omega), alphas, d, start=start, seed=seed,
+                         susceptibility=susceptibility)
+    print(f"omega {omega} {start} d {d} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return [dict(source="gd", seed=seed, d=d, **{k: (v.item() if hasattr(v, "item") else v)
+                                                 for k, v in zip(out, col)})
             for col in zip(*out.values())]
+
+
+def _response_sweep(seed: int) -> list[dict]:
+    return _follow((RESPONSE_OMEGA, "semantic", RESPONSE_ALPHAS, RESPONSE_D, seed, True))
 
 
 def response(name: str) -> None:
@@ -151,6 +173,39 @@ def response(name: str) -> None:
            "the quadrature below", time.perf_counter() - t0, quadrature=Quadrature())
 
 
+#: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
+#: as d grows"): omega 0.5, followed down from Q*; (d, seeds) of the sweeps.
+EXITS_OMEGA = 0.5
+EXITS_RUNS = {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 8000: (0, 1)}
+EXITS_ALPHAS = tuple(round(1.6 - 0.05 * i, 2) for i in range(17))  # 1.6 ... 0.8
+
+
+def exits(name: str) -> None:
+    """Gradient descent followed down alpha from Q* at omega 0.5 at several d: where it leaves m = 0.
+
+    Resumes: the sweeps (d, seed) already in ``book/_data/NAME.csv`` are kept, only the missing
+    ones run, and the provenance's seconds add up.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    t0 = time.perf_counter()
+    from attnlab.experiments.figures import load_book_data
+    old = load_book_data(name) if (OUT / f"{name}.csv").exists() else None
+    done = set() if old is None else {(int(d), int(s)) for d, s in zip(old["d"], old["seed"])}
+    seconds = 0.0 if old is None else float(json.loads((OUT / f"{name}.json").read_text())["seconds"])
+    kept = [] if old is None else [dict(zip(old, col)) for col in zip(*old.values())]
+    jobs = [(EXITS_OMEGA, "semantic", EXITS_ALPHAS, d, seed, False)
+            for d in sorted(EXITS_RUNS, reverse=True) for seed in EXITS_RUNS[d] if (d, seed) not in done]
+    with ProcessPoolExecutor(2) as pool:  # longest first
+        rows = kept + [{k: v for k, v in r.items() if k != "source"} for rows in pool.map(_follow, jobs) for r in rows]
+    rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
+    runs = "; ".join(f"d = {d}: seeds {list(s)}" for d, s in EXITS_RUNS.items())
+    _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, attnlab.hysteresis.follow_minimum) "
+           f"followed down alpha = {EXITS_ALPHAS[0]} ... {EXITS_ALPHAS[-1]} (step 0.05) from Q* on the semantic "
+           f"minimum at omega = {EXITS_OMEGA}, sigma = 0.5, lambda = 0.01 ({runs}); nested training sets per "
+           "seed; outcome by attnlab.metrics.classify_outcome; seconds: all sweeps, summed over resumed runs",
+           seconds + time.perf_counter() - t0)
+
+
 def main(which: list[str]) -> None:
     warnings.simplefilter("ignore", ConvergenceWarning)  # recorded per row in `converged`
     todo = which or ["curves", "asymmetric", "phase", "spinodals"]
@@ -164,8 +219,12 @@ def main(which: list[str]) -> None:
         phase("phase_diagram")
     if "spinodals" in todo:
         spinodals("spinodals")
+    if "spinodals_sigma_lambda" in todo:
+        spinodals_sigma_lambda("spinodals_sigma_lambda")
     if "response" in todo:
         response("response")
+    if "exits" in todo:
+        exits("exits")
 
 
 if __name__ == "__main__":
