@@ -183,27 +183,40 @@ EXITS_ALPHAS = tuple(round(1.6 - 0.05 * i, 2) for i in range(17))  # 1.6 ... 0.8
 def exits(name: str) -> None:
     """Gradient descent followed down alpha from Q* at omega 0.5 at several d: where it leaves m = 0.
 
-    Resumes: the sweeps (d, seed) already in ``book/_data/NAME.csv`` are kept, only the missing
-    ones run, and the provenance's seconds add up.
+    Resumes: the sweeps (d, seed) already in ``book/_data/NAME.csv`` are kept (refused if their
+    alphas or (d, seed) are not those of EXITS_*), only the missing ones run, the table is written
+    after each finished sweep, and the provenance's seconds add up (its description names the
+    commit of the kept sweeps).
     """
     from concurrent.futures import ProcessPoolExecutor
+
+    from attnlab.experiments.figures import load_book_data, load_book_provenance
     t0 = time.perf_counter()
-    from attnlab.experiments.figures import load_book_data
-    old = load_book_data(name) if (OUT / f"{name}.csv").exists() else None
-    done = set() if old is None else {(int(d), int(s)) for d, s in zip(old["d"], old["seed"])}
-    seconds = 0.0 if old is None else float(json.loads((OUT / f"{name}.json").read_text())["seconds"])
-    kept = [] if old is None else [dict(zip(old, col)) for col in zip(*old.values())]
+    kept, seconds, note = [], 0.0, ""
+    if (OUT / f"{name}.csv").exists():
+        old, prov = load_book_data(name), load_book_provenance(name)
+        kept = [dict(zip(old, col)) for col in zip(*old.values())]
+        for d, seed in {(int(r["d"]), int(r["seed"])) for r in kept}:
+            alphas = sorted((float(r["alpha"]) for r in kept if (int(r["d"]), int(r["seed"])) == (d, seed)), reverse=True)
+            if seed not in EXITS_RUNS.get(d, ()) or not np.allclose(alphas, EXITS_ALPHAS):
+                raise SystemExit(f"{name}.csv holds a sweep d = {d}, seed {seed} that is not one of EXITS_RUNS on "
+                                 "EXITS_ALPHAS: move the table aside to start afresh")
+        seconds = float(prov["seconds"])
+        note = f"; sweeps kept from the table written at commit {prov['git_commit']}" if kept else ""
+    done = {(int(r["d"]), int(r["seed"])) for r in kept}
     jobs = [(EXITS_OMEGA, "semantic", EXITS_ALPHAS, d, seed, False)
             for d in sorted(EXITS_RUNS, reverse=True) for seed in EXITS_RUNS[d] if (d, seed) not in done]
-    with ProcessPoolExecutor(2) as pool:  # longest first
-        rows = kept + [{k: v for k, v in r.items() if k != "source"} for rows in pool.map(_follow, jobs) for r in rows]
-    rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
     runs = "; ".join(f"d = {d}: seeds {list(s)}" for d, s in EXITS_RUNS.items())
-    _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, attnlab.hysteresis.follow_minimum) "
-           f"followed down alpha = {EXITS_ALPHAS[0]} ... {EXITS_ALPHAS[-1]} (step 0.05) from Q* on the semantic "
-           f"minimum at omega = {EXITS_OMEGA}, sigma = 0.5, lambda = 0.01 ({runs}); nested training sets per "
-           "seed; outcome by attnlab.metrics.classify_outcome; seconds: all sweeps, summed over resumed runs",
-           seconds + time.perf_counter() - t0)
+    rows = kept
+    with ProcessPoolExecutor(2) as pool:  # longest first
+        for sweep in pool.map(_follow, jobs):  # written after each sweep: a later failure loses nothing
+            rows = rows + [{k: v for k, v in r.items() if k != "source"} for r in sweep]
+            rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
+            _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, attnlab.hysteresis.follow_minimum) "
+                   f"followed down alpha = {EXITS_ALPHAS[0]} ... {EXITS_ALPHAS[-1]} (step 0.05) from Q* on the "
+                   f"semantic minimum at omega = {EXITS_OMEGA}, sigma = 0.5, lambda = 0.01 ({runs}); nested "
+                   f"training sets per seed; outcome by attnlab.metrics.classify_outcome; seconds: wall time of "
+                   f"all sweeps, summed over resumed runs{note}", seconds + time.perf_counter() - t0)
 
 
 def main(which: list[str]) -> None:
