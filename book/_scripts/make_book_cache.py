@@ -125,22 +125,25 @@ RESPONSE_ALPHAS = (2.0, 1.8, 1.6, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 0.95)
 
 
 def _follow(job: tuple) -> list[dict]:
-    """One followed gradient-descent sweep ``(omega, start, alphas, d, seed, susceptibility)``, one row per alpha."""
+    """One followed gradient-descent sweep ``(params, start, alphas, d, seed, susceptibility, label)``
+    (``params``: keyword arguments of ModelParams), one row per alpha; ``label`` adds the
+    columns sigma, lambda and omega."""
     import torch
     from attnlab.hysteresis import follow_minimum
     torch.set_num_threads(1)
-    omega, start, alphas, d, seed, susceptibility = job
+    kw, start, alphas, d, seed, susceptibility, label = job
+    params = attnlab.ModelParams(**kw)
     t0 = time.perf_counter()
-    out = follow_minimum(attnlab.ModelParams(omega=omega), alphas, d, start=start, seed=seed,
-                         susceptibility=susceptibility)
-    print(f"omega {omega} {start} d {d} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
-    return [dict(source="gd", seed=seed, d=d, **{k: (v.item() if hasattr(v, "item") else v)
-                                                 for k, v in zip(out, col)})
+    out = follow_minimum(params, alphas, d, start=start, seed=seed, susceptibility=susceptibility)
+    print(f"{kw} {start} d {d} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
+    tags = dict(sigma=params.sigma, **{"lambda": params.lam}, omega=params.omega) if label else {}
+    return [dict(source="gd", **tags, seed=seed, d=d, **{k: (v.item() if hasattr(v, "item") else v)
+                                                         for k, v in zip(out, col)})
             for col in zip(*out.values())]
 
 
 def _response_sweep(seed: int) -> list[dict]:
-    return _follow((RESPONSE_OMEGA, "semantic", RESPONSE_ALPHAS, RESPONSE_D, seed, True))
+    return _follow((dict(omega=RESPONSE_OMEGA), "semantic", RESPONSE_ALPHAS, RESPONSE_D, seed, True, False))
 
 
 def response(name: str) -> None:
@@ -174,49 +177,75 @@ def response(name: str) -> None:
 
 
 #: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
-#: as d grows"): omega 0.5, followed down from Q*; (d, seeds) of the sweeps.
-EXITS_OMEGA = 0.5
-EXITS_RUNS = {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 8000: (0, 1)}
+#: as d grows"), followed down from Q*: per table, the cases (ModelParams keywords, alphas, {d: seeds}).
 EXITS_ALPHAS = tuple(round(1.6 - 0.05 * i, 2) for i in range(17))  # 1.6 ... 0.8
+EXITS = {
+    "exits": [(dict(omega=0.5), EXITS_ALPHAS, {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3),
+                                                8000: (0, 1)})],
+    # where the three probes of the state evolution agree on the semantic spinodal (about 1.05 and 2.0)
+    "exits_sigma_lambda": [
+        (dict(omega=0.0, sigma=0.4), tuple(round(1.5 - 0.05 * i, 2) for i in range(16)),  # 1.5 ... 0.75
+         {2000: (0, 1, 2, 3), 4000: (0, 1, 2)}),
+        (dict(omega=0.5, lam=0.02), tuple(round(2.6 - 0.05 * i, 2) for i in range(21)),  # 2.6 ... 1.6
+         {2000: (0, 1, 2, 3), 4000: (0, 1, 2)}),
+    ],
+}
 
 
 def exits(name: str) -> None:
-    """Gradient descent followed down alpha from Q* at omega 0.5 at several d: where it leaves m = 0.
+    """Gradient descent followed down alpha from Q* (the cases of ``EXITS[name]``): where it leaves m = 0.
 
-    Resumes: the sweeps (d, seed) already in ``book/_data/NAME.csv`` are kept (refused if their
-    alphas or (d, seed) are not those of EXITS_*), only the missing ones run, the table is written
-    after each finished sweep, and the provenance's seconds add up (its description names the
-    commit of the kept sweeps).
+    Resumes: the sweeps already in ``book/_data/NAME.csv`` are kept (refused if they are not
+    sweeps of the cases, on their alphas), only the missing ones run, the table is written after
+    each finished sweep, and the provenance's seconds add up (its description names the commit of
+    the kept sweeps).
     """
     from concurrent.futures import ProcessPoolExecutor
 
     from attnlab.experiments.figures import load_book_data, load_book_provenance
+    cases, label = EXITS[name], len(EXITS[name]) > 1
     t0 = time.perf_counter()
+
+    def key(params, d, seed):
+        return (round(params.sigma, 6), round(params.lam, 6), round(params.omega, 6), int(d), int(seed))
+
+    wanted = {key(attnlab.ModelParams(**kw), d, seed): alphas
+              for kw, alphas, runs in cases for d, seeds in runs.items() for seed in seeds}
     kept, seconds, note = [], 0.0, ""
     if (OUT / f"{name}.csv").exists():
         old, prov = load_book_data(name), load_book_provenance(name)
         kept = [dict(zip(old, col)) for col in zip(*old.values())]
-        for d, seed in {(int(r["d"]), int(r["seed"])) for r in kept}:
-            alphas = sorted((float(r["alpha"]) for r in kept if (int(r["d"]), int(r["seed"])) == (d, seed)), reverse=True)
-            if seed not in EXITS_RUNS.get(d, ()) or not np.allclose(alphas, EXITS_ALPHAS):
-                raise SystemExit(f"{name}.csv holds a sweep d = {d}, seed {seed} that is not one of EXITS_RUNS on "
-                                 "EXITS_ALPHAS: move the table aside to start afresh")
+
+        def row_key(r):
+            p = attnlab.ModelParams(**({"omega": float(r["omega"]), "sigma": float(r["sigma"]),
+                                         "lam": float(r["lambda"])} if label else cases[0][0]))
+            return key(p, r["d"], r["seed"])
+        for k in {row_key(r) for r in kept}:
+            alphas = sorted((float(r["alpha"]) for r in kept if row_key(r) == k), reverse=True)
+            if k not in wanted or not np.allclose(alphas, wanted[k]):
+                raise SystemExit(f"{name}.csv holds a sweep {k} (sigma, lambda, omega, d, seed) that is not one of "
+                                 f"EXITS[{name!r}] on its alphas: move the table aside to start afresh")
+        done = {row_key(r) for r in kept}
         seconds = float(prov["seconds"])
         note = f"; sweeps kept from the table written at commit {prov['git_commit']}" if kept else ""
-    done = {(int(r["d"]), int(r["seed"])) for r in kept}
-    jobs = [(EXITS_OMEGA, "semantic", EXITS_ALPHAS, d, seed, False)
-            for d in sorted(EXITS_RUNS, reverse=True) for seed in EXITS_RUNS[d] if (d, seed) not in done]
-    runs = "; ".join(f"d = {d}: seeds {list(s)}" for d, s in EXITS_RUNS.items())
+    else:
+        done = set()
+    jobs = [(kw, "semantic", alphas, d, seed, False, label) for kw, alphas, runs in cases
+            for d in sorted(runs, reverse=True) for seed in runs[d] if key(attnlab.ModelParams(**kw), d, seed) not in done]
+    jobs.sort(key=lambda j: -j[3] * max(j[2]))  # longest first
+    text = "; ".join(f"{kw}: alpha = {alphas[0]} ... {alphas[-1]} (step 0.05), "
+                     + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items()) for kw, alphas, runs in cases)
     rows = kept
-    with ProcessPoolExecutor(2) as pool:  # longest first
+    with ProcessPoolExecutor(2) as pool:
         for sweep in pool.map(_follow, jobs):  # written after each sweep: a later failure loses nothing
             rows = rows + [{k: v for k, v in r.items() if k != "source"} for r in sweep]
-            rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
-            _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, attnlab.hysteresis.follow_minimum) "
-                   f"followed down alpha = {EXITS_ALPHAS[0]} ... {EXITS_ALPHAS[-1]} (step 0.05) from Q* on the "
-                   f"semantic minimum at omega = {EXITS_OMEGA}, sigma = 0.5, lambda = 0.01 ({runs}); nested "
-                   f"training sets per seed; outcome by attnlab.metrics.classify_outcome; seconds: wall time of "
-                   f"all sweeps, summed over resumed runs{note}", seconds + time.perf_counter() - t0)
+            rows.sort(key=lambda r: tuple(float(r[c]) for c in (("sigma", "lambda", "omega") if label else ()))
+                      + (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
+            _write(name, rows, "gradient descent (L-BFGS after the GD warm-up, attnlab.hysteresis.follow_minimum) "
+                   f"followed down alpha from Q* on the semantic minimum ({text}; other parameters the defaults: "
+                   "sigma = 0.5, lambda = 0.01); nested training sets per seed; outcome by "
+                   "attnlab.metrics.classify_outcome; seconds: wall time of all sweeps, summed over resumed runs"
+                   f"{note}", seconds + time.perf_counter() - t0)
 
 
 def main(which: list[str]) -> None:
@@ -236,8 +265,9 @@ def main(which: list[str]) -> None:
         spinodals_sigma_lambda("spinodals_sigma_lambda")
     if "response" in todo:
         response("response")
-    if "exits" in todo:
-        exits("exits")
+    for name in EXITS:
+        if name in todo:
+            exits(name)
 
 
 if __name__ == "__main__":
