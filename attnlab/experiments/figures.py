@@ -132,6 +132,12 @@ class Figure:
     simulations : bool
         ``False``: a theory-only figure (``fixed`` and ``axes`` then describe the
         state-evolution grid, and there is no ``NAME.csv`` of runs).
+    blocks : tuple of dict
+        The full-scale runs as a union of grids, where a figure was run on more than one:
+        each block replaces entries of ``axes`` (e.g. more seeds at some ``alpha``), and
+        the figure's runs are those of every block (its cached table holds exactly them).
+        Empty: the one grid ``axes``. ``--quick`` and overrides give one grid, as without
+        blocks; the state-evolution tasks always come from ``axes``.
     """
 
     name: str
@@ -144,6 +150,7 @@ class Figure:
     plot_options: dict = field(default_factory=dict)
     notes: str = ""
     simulations: bool = True
+    blocks: tuple = ()
 
 
 _QUICK_ALPHA = dict(d=40, alpha=[0.5, 1.0, 2.0], seed=[0])
@@ -216,11 +223,27 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
         notes="Teacher Q* ~ N(0, I_d) (|Q*|^2/d = 1 + O(d^-1/2) per seed, zero on average: scatter, and an "
               "O(1/d) mean effect that the extrapolation absorbs); GD warm-up (lr 0.15) then L-BFGS to gradient "
               "rms 1e-9 (method 'lbfgs'); eps_g on 10,000 fresh samples; extrapolation y(d) = y_inf + b/d by "
-              "weighted least squares over the seed means at each d. The cached table holds the runs the book "
-              "uses (more seeds and d = 8000 near the crossings), not every point of this grid: near the "
-              "low-omega crossings also omega = 0 seeds 6-11 (d = 2000, 4000) and 3-5 (d = 1000) at "
-              "alpha 0.4-0.7, omega = 0.1 seeds 6-27 (d = 2000, 4000) and 3-13 (d = 1000) at alpha 0.5-0.9 "
-              "(--omegas --alphas --ds --seeds; rows accumulate)."),
+              "weighted least squares over the seed means at each d. The runs are the blocks of the figure "
+              "(the ones the book uses): seeds 0-2 at d = 1000-4000 on omega = 0.3's 13 alpha and on "
+              "alpha 0.3-1.0 (omega = 0, 0.1) or 0.5-1.2 (omega = 0.2); seeds 3-5 at d = 2000, 4000 near each "
+              "crossing; near the low-omega crossings omega = 0 seeds 6-11 (d = 2000, 4000) and 3-5 "
+              "(d = 1000) at alpha 0.4-0.7, omega = 0.1 seeds 6-27 (d = 2000, 4000) and 3-13 (d = 1000) at "
+              "alpha 0.5-0.9; d = 8000 at omega = 0 (alpha 0.5-0.7, seeds 0-1) and omega = 0.3 (from Q*).",
+        blocks=(
+            dict(omega=[0.3]),
+            dict(omega=[0.0, 0.1], alpha=[0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]),
+            dict(omega=[0.2], alpha=[0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]),
+            dict(omega=[0.3], alpha=[1.1, 1.2, 1.4], d=[2000, 4000], seed=[3, 4, 5]),
+            dict(omega=[0.2], alpha=[0.8, 0.9, 1.0, 1.1], d=[2000, 4000], seed=[3, 4, 5]),
+            dict(omega=[0.0, 0.1], alpha=[0.5, 0.6, 0.7, 0.8], d=[2000, 4000], seed=[3, 4, 5]),
+            dict(omega=[0.0], alpha=[0.4, 0.5, 0.6, 0.7], d=[1000], seed=[3, 4, 5]),
+            dict(omega=[0.0], alpha=[0.4, 0.5, 0.6, 0.7], d=[2000, 4000], seed=list(range(6, 12))),
+            dict(omega=[0.1], alpha=[0.5, 0.6, 0.7, 0.8, 0.9], d=[1000], seed=list(range(3, 14))),
+            dict(omega=[0.1], alpha=[0.5, 0.6, 0.7, 0.8, 0.9], d=[2000, 4000], seed=list(range(6, 28))),
+            dict(omega=[0.0], alpha=[0.5, 0.6, 0.7], d=[8000], seed=[0, 1]),
+            dict(omega=[0.3], alpha=[0.5, 0.8, 1.0, 1.1, 1.2, 1.4], d=[8000], init=["semantic"], seed=[0, 1]),
+            dict(omega=[0.3], alpha=[1.0, 1.1, 1.4], d=[8000], init=["semantic"], seed=[2]),
+        )),
     Figure(
         "random-start",
         "GD from a random start (Q0 = 0.1 N(0, I)): fraction of seeds ending semantic, positional, mixed or "
@@ -230,11 +253,15 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
                   seed=[0, 1, 2, 3, 4, 5]),
         quick=dict(d=[30], omega=[0.3], alpha=[0.5, 1.5], seed=[0, 1]),
         theory="transitions", plot="plot_random_start",
-        notes="d = 200 to 2000 (this grid at d = 200, 500; --ds 1000 and --ds 2000 added the others), 6 seeds "
-              "per point; at omega = 0.1 also alpha = 2.25-3.0 at d = 200-2000 and the whole alpha = 0.25-3.0 "
-              "at d = 4000 (--omegas 0.1 --alphas ... --ds ...), up to the positional spinodal; rows "
-              "accumulate. GD warm-up then L-BFGS (method 'lbfgs'); outcome by "
-              "attnlab.metrics.classify_outcome (|m|, |theta| >= 0.05)."),
+        notes="d = 200 to 2000, 6 seeds per point; at omega = 0.1 also alpha = 2.25-3.0 at d = 200-2000 and "
+              "the whole alpha = 0.25-3.0 at d = 4000, up to the positional spinodal (the blocks of the "
+              "figure). GD warm-up then L-BFGS (method 'lbfgs'); outcome by "
+              "attnlab.metrics.classify_outcome (|m|, |theta| >= 0.05).",
+        blocks=(
+            dict(d=[200, 500, 1000, 2000]),
+            dict(omega=[0.1], alpha=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0],
+                 d=[200, 500, 1000, 2000, 4000]),
+        )),
     Figure(
         "explorer-grid",
         "the kernel-free explorers' grid: both SE branches along alpha at every (omega, sigma, lambda), and "
@@ -289,14 +316,29 @@ def figure_specs(name: str, *, quick: bool = False, overrides: dict | None = Non
     overrides : dict, optional
         Replace grid axes or fixed parameters, e.g. ``{"seed": [3, 4], "d": [200]}``.
 
+    Returns
+    -------
+    list of dict
+        One spec per run: the grid ``axes`` (with ``quick`` or ``overrides`` applied), or,
+        for the full scale of a figure with ``blocks``, the union of its blocks.
+
     Raises
     ------
     ValueError
         Unknown figure, empty grid or invalid values (message names the parameter).
     """
     fig = get_figure(name)
+    if not fig.simulations:
+        return []
     fixed, axes = _grid_for(fig, quick, overrides)
-    return [simulation_spec(**g) for g in grid(fixed, axes)] if fig.simulations else []
+    if quick or any(v is not None for v in (overrides or {}).values()) or not fig.blocks:
+        return [simulation_spec(**g) for g in grid(fixed, axes)]
+    specs = {}  # the union of the blocks, in block order, each run once
+    for block in fig.blocks:
+        for g in grid(fixed, {**axes, **{k: list(v) for k, v in block.items()}}):
+            spec = simulation_spec(**g)
+            specs.setdefault(spec_key(spec), spec)
+    return list(specs.values())
 
 
 def theory_specs(name: str, *, quick: bool = False, overrides: dict | None = None) -> list[dict]:
@@ -386,7 +428,8 @@ def reproduce(name: str, *, workers: int = 2, out=None, quick: bool = False, the
         tqdm bar over all runs.
     overrides : dict, optional
         Grid replacements, see :func:`figure_specs`. Rows accumulate in the same
-        CSV (each row carries its parameters); the figure shows the requested grid.
+        CSV (each row carries its parameters); the figure shows the requested grid
+        (without overrides: the full-scale runs, every block of the figure).
     command : str, optional
         The command line recorded in the provenance (default ``sys.argv``).
 
