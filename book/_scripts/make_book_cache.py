@@ -185,9 +185,10 @@ EXITS = {
     # where the three probes of the state evolution agree on the semantic spinodal (about 1.05 and 2.0)
     "exits_sigma_lambda": [
         (dict(omega=0.0, sigma=0.4), tuple(round(1.5 - 0.05 * i, 2) for i in range(16)),  # 1.5 ... 0.75
-         {2000: (0, 1, 2, 3), 4000: (0, 1, 2)}),
+         {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 8000: (0, 1, 2, 3)}),
+        # d = 8000 at alpha 2.6 needs more memory than attnlab allows on a 24 GiB machine: d = 6000
         (dict(omega=0.5, lam=0.02), tuple(round(2.6 - 0.05 * i, 2) for i in range(21)),  # 2.6 ... 1.6
-         {2000: (0, 1, 2, 3), 4000: (0, 1, 2)}),
+         {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1, 2, 3)}),
     ],
 }
 
@@ -200,10 +201,14 @@ def exits(name: str) -> None:
     each finished sweep, and the provenance's seconds add up (its description names the commit of
     the kept sweeps).
     """
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from attnlab.data import n_samples
     from attnlab.experiments.figures import load_book_data, load_book_provenance
     cases, label = EXITS[name], len(EXITS[name]) > 1
+    for kw, alphas, runs in cases:  # refused before anything runs, not after hours
+        for d in runs:
+            n_samples(max(alphas), d, attnlab.ModelParams(**kw).L)
     t0 = time.perf_counter()
 
     def key(params, d, seed):
@@ -235,9 +240,15 @@ def exits(name: str) -> None:
     jobs.sort(key=lambda j: -j[3] * max(j[2]))  # longest first
     text = "; ".join(f"{kw}: alpha = {alphas[0]} ... {alphas[-1]} (step 0.05), "
                      + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items()) for kw, alphas, runs in cases)
-    rows = kept
+    rows, failed = kept, []
     with ProcessPoolExecutor(2) as pool:
-        for sweep in pool.map(_follow, jobs):  # written after each sweep: a later failure loses nothing
+        futures = {pool.submit(_follow, job): job for job in jobs}
+        for done_sweep in as_completed(futures):  # written as each sweep ends: a failure loses nothing else
+            try:
+                sweep = done_sweep.result()
+            except Exception as err:  # reported at the end, after the other sweeps are saved
+                failed.append(f"{futures[done_sweep][0]} d {futures[done_sweep][3]} seed {futures[done_sweep][4]}: {err}")
+                continue
             rows = rows + [{k: v for k, v in r.items() if k != "source"} for r in sweep]
             rows.sort(key=lambda r: tuple(float(r[c]) for c in (("sigma", "lambda", "omega") if label else ()))
                       + (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
@@ -246,6 +257,9 @@ def exits(name: str) -> None:
                    "sigma = 0.5, lambda = 0.01); nested training sets per seed; outcome by "
                    "attnlab.metrics.classify_outcome; seconds: wall time of all sweeps, summed over resumed runs"
                    f"{note}", seconds + time.perf_counter() - t0)
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(jobs)} sweeps failed (the others are in {name}.csv; "
+                         "run again to retry):\n" + "\n".join(failed))
 
 
 def main(which: list[str]) -> None:
