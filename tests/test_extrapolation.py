@@ -59,12 +59,12 @@ def test_exact_norm_teacher():
 
 
 def test_arbiter_registry_and_quick_run(tmp_path):
-    """se-vs-gd: the Gaussian teacher (what its cached runs drew), both inits, three sizes;
+    """se-vs-gd: the Gaussian teacher (what its cached runs drew), both inits, four sizes;
     the quick version runs end to end (simulations, both SE minimisers, figure) and its rows
     carry no teacher column (the default teacher, as in the cached table)."""
     from attnlab.experiments.figures import figure_specs, load_results, reproduce, theory_specs
     specs = figure_specs("se-vs-gd")
-    assert not any("teacher" in s for s in specs) and {s["d"] for s in specs} == {1000, 2000, 4000}
+    assert not any("teacher" in s for s in specs) and {s["d"] for s in specs} == {1000, 2000, 4000, 8000}
     assert {s["init"] for s in specs} == {"semantic", "positional"}
     kinds = {(t["kind"], t.get("branch"), t["minimizer"]) for t in theory_specs("se-vs-gd", quick=True)}
     assert ("transition", None, "global") in kinds and ("se-curve", "positional", "followed") in kinds

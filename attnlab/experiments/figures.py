@@ -117,7 +117,9 @@ class Figure:
     fixed : dict
         Keyword arguments of :func:`~attnlab.experiments.runners.simulation_spec` shared by every run.
     axes : dict
-        Full-scale grid: ``{"alpha": [...], "init": [...], "seed": [...], ...}``.
+        The base grid: ``{"alpha": [...], "init": [...], "seed": [...], ...}``: the full
+        scale where ``blocks`` is empty; the grid that ``quick``, overrides and the
+        state-evolution tasks change or use.
     quick : dict
         Replacements (of ``fixed`` or ``axes`` entries) for ``--quick``.
     theory : str
@@ -285,13 +287,18 @@ def get_figure(name: str) -> Figure:
     return lookup[name.lower()]
 
 
+def _given(overrides: dict | None) -> dict:
+    """The overrides that change something (``None`` values, e.g. CLI options not given, do not)."""
+    return {k: v for k, v in (overrides or {}).items() if v is not None}
+
+
 def _grid_for(fig: Figure, quick: bool, overrides: dict | None) -> tuple[dict, dict]:
     fixed, axes = dict(fig.fixed), {k: list(v) for k, v in fig.axes.items()}
     changes = dict(fig.quick) if quick else {}
     if overrides is not None and not isinstance(overrides, dict):
         raise TypeError(f"overrides must be a dict of grid replacements (e.g. {{'seed': [3, 4]}}) or None, "
                         f"got {type(overrides).__name__}")
-    changes.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    changes.update(_given(overrides))
     for k, v in changes.items():
         if isinstance(v, (list, tuple, np.ndarray)):
             if len(v) == 0:
@@ -328,10 +335,10 @@ def figure_specs(name: str, *, quick: bool = False, overrides: dict | None = Non
         Unknown figure, empty grid or invalid values (message names the parameter).
     """
     fig = get_figure(name)
+    fixed, axes = _grid_for(fig, quick, overrides)  # validates the overrides of every figure
     if not fig.simulations:
         return []
-    fixed, axes = _grid_for(fig, quick, overrides)
-    if quick or any(v is not None for v in (overrides or {}).values()) or not fig.blocks:
+    if quick or _given(overrides) or not fig.blocks:
         return [simulation_spec(**g) for g in grid(fixed, axes)]
     specs = {}  # the union of the blocks, in block order, each run once
     for block in fig.blocks:
@@ -360,7 +367,7 @@ def figure_status(name: str, *, results_dir=None) -> str:
     Returns
     -------
     str
-        E.g. ``"192 runs; --quick 8; cached"``: the runs of the full grid and of the
+        E.g. ``"192 runs; --quick 8; cached"``: the runs of the full scale (every block) and of the
         ``--quick`` one, and ``"cached"``, ``"k of n runs cached"`` (the rows of ``NAME.csv``
         that belong to the grid) or ``"not cached"``. A theory-only figure has no runs: the
         points of its state-evolution grid instead (``"2520 grid points (7 omega x 3 sigma x
