@@ -216,7 +216,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
               "(lr 0.01), 5000 steps each or until gradient rms 1e-9."),
     Figure(
         "se-vs-gd",
-        "the arbiter: GD from Q* and from the positional init at d = 1000, 2000, 4000, extrapolated in 1/d, "
+        "the arbiter: GD from Q* and from the positional init at d = 1000 to 8000, extrapolated in 1/d, "
         "against both SE descriptions of the semantic branch; training-loss crossing alpha_c(omega)",
         fixed=dict(method="lbfgs", n_test=10_000, **PAPER),
         axes=dict(omega=[0.0, 0.1, 0.2, 0.3], alpha=list(ARBITER_ALPHAS), d=[1000, 2000, 4000],

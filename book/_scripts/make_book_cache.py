@@ -247,7 +247,8 @@ def exits(name: str) -> None:
             try:
                 sweep = done_sweep.result()
             except Exception as err:  # reported at the end, after the other sweeps are saved
-                failed.append(f"{futures[done_sweep][0]} d {futures[done_sweep][3]} seed {futures[done_sweep][4]}: {err}")
+                kw, _, _, d, seed, _, _ = futures[done_sweep]
+                failed.append(f"{kw} d {d} seed {seed}: {err}")
                 continue
             rows = rows + [{k: v for k, v in r.items() if k != "source"} for r in sweep]
             rows.sort(key=lambda r: tuple(float(r[c]) for c in (("sigma", "lambda", "omega") if label else ()))
