@@ -1,24 +1,27 @@
 """How the empirical risk curves at a minimum: its Hessian and the susceptibility of an overlap.
 
 At a minimum ``Q`` of ``R(Q) = sum_mu (1/(2d)) ||y^mu - f_Q(x^mu)||^2 + (lambda/2) ||Q||^2``
-(Cui et al. 2024, arXiv:2402.03902, Sec. 3, Eq. (6)) add a field that pulls on the positional
-overlap, ``R(Q) - d h m(Q)`` with ``m(Q) = p_1 . Q / sqrt(d)`` (:func:`attnlab.metrics.overlaps`).
-The minimum moves by ``dQ = H^-1 (d h grad m)`` (``H`` the Hessian of ``R``), so its overlap
-moves by ``dm = chi_m h`` with the *susceptibility*
+(Cui et al. 2024, arXiv:2402.03902, Sec. 3, Eq. (6)) add a field that pulls on one overlap
+``o(Q) = a . Q``, linear in ``Q``: ``R(Q) - d h o(Q)``. The minimum moves by
+``dQ = d h H^-1 a`` (``H`` the Hessian of ``R``), so the overlap moves by ``do = chi h`` with the
+*susceptibility*
 
-    ``chi_m = p_1^T H^-1 p_1``   (``p_1`` of unit norm).
+    ``chi = d a^T H^-1 a``.
 
-(The field carries a factor ``d`` because ``R`` is extensive: ``grad(d h m) = sqrt(d) h p_1``,
-``dQ = sqrt(d) h H^-1 p_1`` and ``dm = p_1 . dQ / sqrt(d)``.) ``chi_m`` is finite and positive
-at a strict minimum and grows without bound where the minimum ends along ``m`` (a spinodal).
-The state evolution gives its ``d -> infinity`` value at ``m = 0`` from the stability
-eigenvalue of the semantic branch, ``chi_m = 1 / (D (1 - lambda_m))`` with
+(The field carries a factor ``d`` because ``R`` is extensive.) For the positional overlap
+``m = p_1 . Q / sqrt(d)`` (``a = p_1 / sqrt(d)``, ``p_1`` of unit norm) this is
+``chi_m = p_1^T H^-1 p_1``; for the semantic overlap ``theta = Q* . Q / d`` (``a = Q* / d``) it
+is ``chi_theta = Q*^T H^-1 Q* / d`` (:func:`attnlab.metrics.overlaps`). ``chi`` is finite and
+positive at a strict minimum and grows without bound where the minimum ends along that
+overlap (a spinodal). The state evolution gives its ``d -> infinity`` value on the branch
+that pins the overlap to zero (``m`` on the semantic branch, ``theta`` on the positional
+one) from the stability eigenvalue, ``chi = 1 / (D (1 - lambda_p))`` with
 ``D = lambda + sigma^2 Vhat`` (:func:`attnlab.theory.stability.pinned_susceptibility`), so
 gradient descent at finite ``d`` tests that prediction without waiting for the minimum to
-disappear (book Chapter 6, "Asking gradient descent: the response of m").
+disappear (book Chapter 6, "Asking gradient descent: the response of m" and "... of theta").
 
 Hessian-vector products are exact (double back-propagation through
-:meth:`attnlab.objective.AttentionRisk.risk`); ``H^-1 p_1`` is found by conjugate gradients
+:meth:`attnlab.objective.AttentionRisk.risk`); ``H^-1 a`` is found by conjugate gradients
 and the lowest eigenvalue by Lanczos (SciPy's ``cg`` and ``eigsh``), so ``H`` is never formed.
 """
 from __future__ import annotations
@@ -32,7 +35,8 @@ from scipy.sparse.linalg import LinearOperator, cg, eigsh
 from .objective import AttentionRisk
 from .params import check_finite_array, check_positive
 
-__all__ = ["CG_RTOL", "Susceptibility", "risk_hessian", "positional_susceptibility", "lowest_eigenvalue"]
+__all__ = ["CG_RTOL", "Susceptibility", "risk_hessian", "positional_susceptibility", "semantic_susceptibility",
+           "lowest_eigenvalue"]
 
 #: Relative residual at which conjugate gradients stop.
 CG_RTOL = 1e-8
@@ -40,22 +44,32 @@ CG_RTOL = 1e-8
 
 @dataclass(frozen=True)
 class Susceptibility:
-    """Result of :func:`positional_susceptibility`.
+    """Result of :func:`positional_susceptibility` and :func:`semantic_susceptibility`.
 
     Attributes
     ----------
-    chi_m : float
-        ``p_1^T H^-1 p_1``: ``dm/dh`` for the field term ``-d h m`` (module docstring).
+    overlap : {"m", "theta"}
+        The overlap pulled on.
+    chi : float
+        ``d a^T H^-1 a``: ``do/dh`` for the field term ``-d h o`` (module docstring).
     bare : float
-        ``1 / (p_1^T H p_1)``: the response if nothing but ``Q``'s component along ``p_1``
-        could move (``chi_m >= bare`` at a minimum).
+        ``d |a|^4 / (a^T H a)``: the response if nothing but ``Q``'s component along ``a``
+        could move (``chi >= bare`` at a minimum).
     iterations : int
         Hessian-vector products that conjugate gradients used.
     """
 
-    chi_m: float
+    overlap: str
+    chi: float
     bare: float
     iterations: int
+
+    @property
+    def chi_m(self) -> float:
+        """``chi`` of the positional overlap; ``AttributeError`` for a response of ``theta``."""
+        if self.overlap != "m":
+            raise AttributeError(f"chi_m: this is the response of {self.overlap}, read .chi")
+        return self.chi
 
 
 def _check_data(data):
@@ -117,6 +131,7 @@ def positional_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Su
     Returns
     -------
     Susceptibility
+        With ``overlap = "m"``.
 
     Raises
     ------
@@ -131,14 +146,52 @@ def positional_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Su
     Notes
     -----
     The field ``-d h m`` and ``m = p_1 . Q / sqrt(d)`` give ``dm = h p_1^T H^-1 p_1`` (module
-    docstring). The state evolution's prediction, ``1 / (D (1 - lambda_m))``, uses the map of
-    Cui et al. 2024, Result 4.2 (:func:`attnlab.theory.stability.pinned_susceptibility`).
+    docstring). The state evolution's prediction on the semantic branch,
+    ``1 / (D (1 - lambda_m))``, uses the map of Cui et al. 2024, Result 4.2
+    (:func:`attnlab.theory.stability.pinned_susceptibility`).
     """
+    _check_data(data)
+    return _response(data, lam, Q, "m", np.asarray(data.P[0], dtype=np.float64) / np.sqrt(data.d), maxiter)
+
+
+def semantic_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Susceptibility:
+    """``chi_theta = Q*^T H^-1 Q* / d``, the response of the semantic overlap ``theta`` at a minimum.
+
+    Parameters
+    ----------
+    data, lam, Q, maxiter
+        As in :func:`positional_susceptibility`; the teacher is ``data.Qstar``.
+
+    Returns
+    -------
+    Susceptibility
+        With ``overlap = "theta"``.
+
+    Raises
+    ------
+    RuntimeError, TypeError, ValueError
+        As :func:`positional_susceptibility`, with ``Q*`` in place of ``p_1``.
+
+    Notes
+    -----
+    The field ``-d h theta`` and ``theta = Q* . Q / d`` give ``dtheta = h Q*^T H^-1 Q* / d``
+    (module docstring). The state evolution's prediction on the positional branch,
+    ``1 / (D (1 - lambda_theta))`` (:func:`attnlab.theory.stability.pinned_susceptibility`),
+    takes ``|Q*|^2 / d = 1``; a drawn teacher has ``1 + O(d^-1/2)``, and ``chi_theta`` carries
+    that factor.
+    """
+    _check_data(data)
+    return _response(data, lam, Q, "theta", np.asarray(data.Qstar, dtype=np.float64) / data.d, maxiter)
+
+
+def _response(data, lam, Q, overlap: str, a: np.ndarray, maxiter) -> Susceptibility:
+    """``d a^T H^-1 a`` by conjugate gradients on the unit vector ``a / |a|`` (module docstring)."""
     from .params import check_int
     maxiter = check_int("maxiter", maxiter, 1)
     H = risk_hessian(data, lam, Q)
-    u = np.asarray(data.P[0], dtype=np.float64)
-    u = u / np.linalg.norm(u)
+    scale = data.d * float(a @ a)  # chi = scale * u^T H^-1 u with u = a / |a|
+    u = a / np.linalg.norm(a)
+    along = "p_1" if overlap == "m" else "Q*"
     calls = [0]
 
     def counted(v):
@@ -148,15 +201,16 @@ def positional_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Su
     op = LinearOperator(H.shape, matvec=counted, dtype=np.float64)
     curvature = float(u @ H.matvec(u))
     if not curvature > 0:
-        raise RuntimeError(f"the risk curves down along p_1 (p_1^T H p_1 = {curvature:.3g}): Q is not a minimum")
+        raise RuntimeError(f"the risk curves down along {along} ({along}^T H {along} = {curvature:.3g} "
+                           f"after normalising): Q is not a minimum")
     x, info = cg(op, u, rtol=CG_RTOL, maxiter=maxiter)
-    chi = float(u @ x)
+    chi = scale * float(u @ x)
     if info != 0:
         raise RuntimeError(f"conjugate gradients did not converge in maxiter = {maxiter} iterations "
-                           f"(relative residual {CG_RTOL:g} not reached; chi_m so far {chi:.4g})")
+                           f"(relative residual {CG_RTOL:g} not reached; chi_{overlap} so far {chi:.4g})")
     if not chi > 0:
-        raise RuntimeError(f"p_1^T H^-1 p_1 = {chi:.3g} is not positive: Q is not a minimum")
-    return Susceptibility(chi_m=chi, bare=1.0 / curvature, iterations=calls[0])
+        raise RuntimeError(f"{along}^T H^-1 {along} = {chi:.3g} is not positive: Q is not a minimum")
+    return Susceptibility(overlap=overlap, chi=chi, bare=scale / curvature, iterations=calls[0])
 
 
 def lowest_eigenvalue(data, lam: float, Q, *, tol: float = 1e-6, maxiter: int = 10_000) -> float:

@@ -54,13 +54,14 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         Fresh test samples for ``eps_g`` at each ``alpha``.
     susceptibility : bool
         Also measure, at each point the sweep reaches (whatever its ``outcome`` and
-        ``converged``), ``chi_m``, the response of ``m`` to a field
-        (:func:`attnlab.curvature.positional_susceptibility`), and ``lam_min``, the lowest
-        eigenvalue of the risk's Hessian (:func:`attnlab.curvature.lowest_eigenvalue`): a few
-        hundred Hessian-vector products each. NaN, with a ``RuntimeWarning`` that says why,
-        where one cannot be measured (conjugate gradients or Lanczos do not converge; the risk
-        curves down along ``p_1``).
-
+        ``converged``), the response to a field of the overlap that ``start``'s branch pins to
+        zero: ``chi_m`` from the informed start (:func:`attnlab.curvature.positional_susceptibility`),
+        ``chi_theta`` from the positional start (:func:`attnlab.curvature.semantic_susceptibility`);
+        and ``lam_min``, the lowest eigenvalue of the risk's Hessian
+        (:func:`attnlab.curvature.lowest_eigenvalue`): a few hundred Hessian-vector products
+        each. NaN, with a ``RuntimeWarning`` that says why, where one cannot be measured
+        (conjugate gradients or Lanczos do not converge; the risk curves down along the
+        overlap's direction).
     Returns
     -------
     dict of str to ndarray, shape (len(alphas),)
@@ -68,7 +69,7 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         the training loss ``eps_t`` and the test error ``eps_g``; ``converged``; and
         ``grad_rms`` (the root mean square of the gradient where the optimiser stopped);
         ``outcome`` (:func:`attnlab.metrics.classify_outcome`); with ``susceptibility``,
-        ``chi_m`` and ``lam_min``.
+        ``chi_m`` (informed start) or ``chi_theta`` (positional start), and ``lam_min``.
 
     Raises
     ------
@@ -95,7 +96,8 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
     for a in alphas:
         n_samples(float(a), d, params.L)
     full = make_problem(params, float(alphas.max()), d, seed=seed)
-    fields = FIELDS + (("chi_m", "lam_min") if susceptibility else ())
+    pulled = "chi_m" if start == "semantic" else "chi_theta"
+    fields = FIELDS + ((pulled, "lam_min") if susceptibility else ())
     out = {k: [] for k in fields}
     Q = None
     for a in alphas:
@@ -110,20 +112,22 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         row = [float(a), m, theta, ov.qnorm, res.eps_t, float(eg), bool(res.converged), float(res.grad_rms),
                str(classify_outcome(m, theta))]
         if susceptibility:
-            row += _curvature(data, params.lam, Q, float(a))
+            row += _curvature(data, params.lam, Q, float(a), pulled)
         for k, v in zip(fields, row):
             out[k].append(v)
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def _curvature(data, lam, Q, alpha) -> list:
-    """``[chi_m, lam_min]`` at a point of the sweep; NaN and a warning for one that fails."""
+def _curvature(data, lam, Q, alpha, pulled: str) -> list:
+    """``[chi, lam_min]`` at a point of the sweep (``pulled``: ``"chi_m"`` or ``"chi_theta"``); NaN
+    and a warning for one that fails."""
     import warnings
 
-    from .curvature import lowest_eigenvalue, positional_susceptibility
+    from . import curvature
+    response = curvature.positional_susceptibility if pulled == "chi_m" else curvature.semantic_susceptibility
     out = []
-    for name, measure in (("chi_m", lambda: positional_susceptibility(data, lam, Q).chi_m),
-                          ("lam_min", lambda: lowest_eigenvalue(data, lam, Q))):
+    for name, measure in ((pulled, lambda: response(data, lam, Q).chi),
+                          ("lam_min", lambda: curvature.lowest_eigenvalue(data, lam, Q))):
         try:
             out.append(float(measure()))
         except RuntimeError as e:

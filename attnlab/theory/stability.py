@@ -42,10 +42,10 @@ Elsewhere they can differ: at omega 0.5, alpha 1.0 ``"redescend"`` gives 1.17, `
 from 2.45 to 2.25. The state evolution here does not say which response gradient descent at
 large ``d`` has (book Chapter 6, "How sure is a spinodal?").
 
-:func:`pinned_susceptibility` turns ``lambda_m`` into the response of ``m`` to a field, which
-:func:`attnlab.curvature.positional_susceptibility` measures at a gradient-descent minimum;
-book Chapter 6 ("Asking gradient descent: the response of m") compares the two on the
-semantic branch at omega 0.5.
+:func:`pinned_susceptibility` turns ``lambda_p`` into the response of the pinned overlap to a
+field, which :mod:`attnlab.curvature` measures at a gradient-descent minimum; book Chapter 6
+("Asking gradient descent: the response of m", and "... of theta") compares the two on the
+semantic branch at omega 0.5 and on the positional branch at omega 0.1.
 """
 from __future__ import annotations
 
@@ -146,51 +146,55 @@ def pinned_eigenvalue(result, *, basins: str = "redescend") -> float:
 
 
 def pinned_susceptibility(result, *, basins: str = "redescend") -> float:
-    """``chi_m = 1 / (D (1 - lambda_m))``: the state evolution's response of ``m`` on the semantic branch.
+    """``chi_p = 1 / (D (1 - lambda_p))``: the state evolution's response of the pinned overlap.
 
-    The field term ``-d h m`` added to the risk enters the ridge update as ``m = (mhat + h) / D``
-    (``D = lambda + sigma^2 Vhat``, :func:`~attnlab.theory.equations.ridge_update`); with
-    ``mhat / D = lambda_m m`` near ``m = 0`` the fixed point moves by ``dm = chi_m h`` (with no
-    data, ``Vhat = lambda_m = 0``, it is ``1 / lambda``). Its counterpart at a gradient-descent
-    minimum of finite ``d`` is ``p_1^T H^-1 p_1``
-    (:func:`attnlab.curvature.positional_susceptibility`), the response to an infinitesimal
-    field, which moves no sample across a basin edge: ``basins="linear"`` is the like-for-like
-    probe; whether gradient descent at large ``d`` has that response is what the comparison tests.
+    ``p`` is ``m`` on the semantic branch and ``theta`` on the positional one
+    (:func:`pinned_direction`). The field term ``-d h p`` added to the risk adds ``h Q*`` (for
+    ``theta``) or ``h sqrt(d) p_1`` (for ``m``) to the linear term of the ridge problem, whose
+    quadratic term is ``D |Q|^2 / 2`` with ``D = lambda + sigma^2 Vhat``
+    (:func:`~attnlab.theory.equations.ridge_update`), so the update becomes ``m = (mhat + h) / D``
+    and ``theta = (sigma^2 rho thetahat + h) / D`` (``|Q*|^2 / d = 1``). With the map's
+    ``lambda_p p`` in place of ``mhat / D`` (or ``sigma^2 rho thetahat / D``) near ``p = 0`` the fixed
+    point moves by ``dp = chi_p h`` (with no data, ``Vhat = lambda_p = 0``, it is ``1 / lambda``).
+    Its counterpart at a gradient-descent minimum of finite ``d`` is ``d a^T H^-1 a``
+    (:func:`attnlab.curvature.positional_susceptibility` for ``m``,
+    :func:`attnlab.curvature.semantic_susceptibility` for ``theta``), the response to an
+    infinitesimal field, which moves no sample across a basin edge: on the semantic branch
+    ``basins="linear"`` is the like-for-like probe; whether gradient descent at large ``d`` has
+    that response is what the comparison tests.
 
     Parameters
     ----------
     result : SEResult
-        A fixed point of the semantic branch (``m`` pinned to 0).
+        A fixed point of a pinned branch (``m = 0`` semantic, ``theta = 0`` positional).
     basins : {"redescend", "held", "linear"}
-        The probe of :func:`pinned_eigenvalue`.
+        The probe of :func:`pinned_eigenvalue` (``"linear"``: semantic branch only).
 
     Returns
     -------
     float
-        ``chi_m``; ``inf`` where ``lambda_m >= 1`` (no minimum along ``m``: the response has no
-        finite linear part); NaN where :func:`pinned_eigenvalue` is NaN.
+        ``chi_m`` (semantic) or ``chi_theta`` (positional); ``inf`` where ``lambda_p >= 1`` (no
+        minimum along ``p``: the response has no finite linear part); NaN where
+        :func:`pinned_eigenvalue` is NaN.
 
     Raises
     ------
     ValueError
-        If ``result.branch`` is not ``"semantic"`` (the positional branch pins ``theta``, whose
-        field is not implemented here) or ``basins`` is not one of :data:`BASINS`.
+        If ``basins`` is not one of :data:`BASINS`, or is ``"linear"`` for a positional result.
 
     Notes
     -----
-    ``lambda_m`` is one eigenvalue of the map's Jacobian only because the Jacobian is block
-    diagonal at ``m = 0`` (the map is odd in ``m`` when ``A_11 = A_22``); where it is not, the
-    result is NaN (:func:`pinned_eigenvalue`). Cui et al. 2024, Result 4.2 (the map).
+    ``lambda_p`` is one eigenvalue of the map's Jacobian only because the Jacobian is block
+    diagonal at ``p = 0`` (the map is odd in ``p``); where it is not, the result is NaN
+    (:func:`pinned_eigenvalue`). Cui et al. 2024, Result 4.2 (the map).
     """
-    if result.branch != "semantic":
-        raise ValueError(f"result.branch must be 'semantic' for the susceptibility of m, got {result.branch!r}")
-    lam_m = pinned_eigenvalue(result, basins=basins)
-    if not np.isfinite(lam_m):
+    lam_p = pinned_eigenvalue(result, basins=basins)
+    if not np.isfinite(lam_p):
         return float("nan")
-    if lam_m >= STABLE_BELOW:
+    if lam_p >= STABLE_BELOW:
         return float("inf")
     D = result.params.lam + result.params.sigma ** 2 * result.hats.Vhat
-    return float(1.0 / (D * (1.0 - lam_m)))
+    return float(1.0 / (D * (1.0 - lam_p)))
 
 
 def _held_eigenvalue(result, p: str, step: float) -> float:

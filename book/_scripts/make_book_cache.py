@@ -11,9 +11,9 @@ Usage (from the repository root; about 1-2 minutes on two cores)::
     python book/_scripts/make_book_cache.py            # all tables
     python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase, spinodals
 
-and, not part of "all tables" (gradient descent at d = 4000: about 15 minutes on two cores)::
+and, not part of "all tables" (gradient descent at d = 4000: about 15-30 minutes each on two cores)::
 
-    python book/_scripts/make_book_cache.py response
+    python book/_scripts/make_book_cache.py response response_theta response_sizes
 
 Writes ``book/_data/NAME.csv`` and ``book/_data/NAME.json`` (what, how, with which code).
 """
@@ -119,9 +119,15 @@ def spinodals_sigma_lambda(name: str) -> None:
            time.perf_counter() - t0)
 
 
-#: The response check (Chapter 6, "Asking gradient descent: the response of m"): omega 0.5, semantic branch.
-RESPONSE_OMEGA, RESPONSE_D, RESPONSE_SEEDS = 0.5, 4000, (0, 1, 2)
-RESPONSE_ALPHAS = (2.0, 1.8, 1.6, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 0.95)
+#: The response checks (Chapter 6, "Asking gradient descent: the response of m" and "... of
+#: theta"): per table, the start (and so the branch and the overlap pulled on), omega, d, seeds
+#: and the sweep's alphas (in its order: down from Q*, up from the positional start).
+RESPONSES = {
+    "response": dict(start="semantic", omega=0.5, d=4000, seeds=(0, 1, 2),
+                     alphas=(2.0, 1.8, 1.6, 1.4, 1.3, 1.2, 1.1, 1.05, 1.0, 0.95)),
+    "response_theta": dict(start="positional", omega=0.1, d=4000, seeds=(0, 1, 2),
+                           alphas=(1.0, 1.4, 1.8, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6)),
+}
 
 
 def _follow(job: tuple) -> list[dict]:
@@ -142,38 +148,99 @@ def _follow(job: tuple) -> list[dict]:
             for col in zip(*out.values())]
 
 
-def _response_sweep(seed: int) -> list[dict]:
-    return _follow((dict(omega=RESPONSE_OMEGA), "semantic", RESPONSE_ALPHAS, RESPONSE_D, seed, True, False))
+def _response_sweep(job: tuple) -> list[dict]:
+    name, seed = job
+    c = RESPONSES[name]
+    return _follow((dict(omega=c["omega"]), c["start"], c["alphas"], c["d"], seed, True, False))
 
 
 def response(name: str) -> None:
-    """Gradient descent's response of m (chi_m) along the followed semantic minimum, and the SE's."""
+    """Gradient descent's response of the overlap its start's branch pins (chi_m from Q*, chi_theta
+    from the positional start) along the followed minimum, and the SE's on that branch."""
     from concurrent.futures import ProcessPoolExecutor
 
     from attnlab.theory import Quadrature, solve_state_evolution
-    from attnlab.theory.stability import BASINS, STEP, pinned_eigenvalue, pinned_susceptibility
+    from attnlab.theory.stability import BASINS, STEP, pinned_direction, pinned_eigenvalue, pinned_susceptibility
+    c = RESPONSES[name]
+    branch = c["start"]
+    p_name = pinned_direction(branch)
+    probes = BASINS if branch == "semantic" else tuple(b for b in BASINS if b != "linear")
     t0 = time.perf_counter()
     with ProcessPoolExecutor(2) as pool:
-        gd = [r for rows in pool.map(_response_sweep, RESPONSE_SEEDS) for r in rows]
+        gd = [r for rows in pool.map(_response_sweep, [(name, s) for s in c["seeds"]]) for r in rows]
     se = []
-    p = attnlab.ModelParams(omega=RESPONSE_OMEGA)
-    for a in RESPONSE_ALPHAS:
-        r = solve_state_evolution(p, a, "semantic", warn=False)
-        se.append(dict(source="se", alpha=a, converged=bool(r.converged), theta=float(r.theta),
+    p = attnlab.ModelParams(omega=c["omega"])
+    for a in c["alphas"]:
+        r = solve_state_evolution(p, a, branch, warn=False)
+        se.append(dict(source="se", alpha=a, converged=bool(r.converged), m=float(r.m), theta=float(r.theta),
                        D=float(p.lam + p.sigma ** 2 * r.hats.Vhat),
-                       **{f"lambda_m_{b}": pinned_eigenvalue(r, basins=b) for b in BASINS},
-                       **{f"chi_m_{b}": pinned_susceptibility(r, basins=b) for b in BASINS}))
+                       **{f"lambda_{p_name}_{b}": pinned_eigenvalue(r, basins=b) for b in probes},
+                       **{f"chi_{p_name}_{b}": pinned_susceptibility(r, basins=b) for b in probes}))
     keys = list(dict.fromkeys(k for r in gd + se for k in r))
     rows = [{k: r.get(k, "") for k in keys} for r in gd + se]
-    _write(name, rows, f"response of m (chi_m = dm/dh for the field -d h m) on the semantic branch at omega = "
-           f"{RESPONSE_OMEGA}, sigma = 0.5, lambda = 0.01: source gd: gradient descent (L-BFGS after the GD "
-           f"warm-up) followed down alpha = {list(RESPONSE_ALPHAS)} from Q* at d = {RESPONSE_D}, seeds "
-           f"{list(RESPONSE_SEEDS)} (attnlab.hysteresis.follow_minimum with susceptibility=True: chi_m = "
-           "p_1^T H^-1 p_1 by conjugate gradients, lam_min the Hessian's lowest eigenvalue by Lanczos, "
-           "grad_rms where L-BFGS stopped, target 1e-9); source se: the state evolution's "
-           f"1 / (D (1 - lambda_m)) with the probes {list(BASINS)} of attnlab.theory.stability (finite "
-           f"step STEP = {STEP} of sqrt(q) for redescend and held; 'linear' has none), followed minimiser, "
-           "the quadrature below", time.perf_counter() - t0, quadrature=Quadrature())
+    how = ("p_1^T H^-1 p_1" if p_name == "m" else "Q*^T H^-1 Q* / d") + " by conjugate gradients"
+    field = "-d h m" if p_name == "m" else "-d h theta"
+    _write(name, rows, f"response of {p_name} (chi_{p_name} = d{p_name}/dh for the field {field}) on the {branch} "
+           f"branch at omega = {c['omega']}, sigma = 0.5, lambda = 0.01: source gd: gradient descent (L-BFGS "
+           f"after the GD warm-up) followed along alpha = {list(c['alphas'])} from the {branch} start at d = "
+           f"{c['d']}, seeds {list(c['seeds'])} (attnlab.hysteresis.follow_minimum with susceptibility=True: "
+           f"chi_{p_name} = {how}, lam_min the Hessian's lowest eigenvalue by Lanczos, grad_rms where L-BFGS "
+           f"stopped, target 1e-9); source se: the state evolution's 1 / (D (1 - lambda_{p_name})) with the "
+           f"probes {list(probes)} of attnlab.theory.stability (finite step STEP = {STEP} of "
+           f"{'sqrt(q)' if p_name == 'm' else 'sqrt(q rho)'} for redescend and held"
+           f"{chr(59) + ' linear has none' if 'linear' in probes else ''}), followed minimiser, the quadrature below",
+           time.perf_counter() - t0, quadrature=Quadrature())
+
+
+#: chi_theta at one point of the response_theta sweep over sizes (Chapter 6, "... of theta"):
+#: is gradient descent's difference from the state evolution a finite-size effect?
+RESPONSE_SIZES = dict(omega=0.1, alpha=1.0, seeds={500: range(8), 1000: range(8), 2000: range(6)})
+
+
+def _single_response(job: tuple) -> dict:
+    """chi_theta at the minimum that gradient descent reaches from the positional start."""
+    import torch
+
+    from attnlab.curvature import semantic_susceptibility
+    from attnlab.data import make_problem
+    from attnlab.metrics import overlaps
+    from attnlab.training import minimize_risk
+    torch.set_num_threads(1)
+    d, seed = job
+    c = RESPONSE_SIZES
+    p = attnlab.ModelParams(omega=c["omega"])
+    data = make_problem(p, c["alpha"], d, seed=seed)
+    res = minimize_risk(data, p.lam, init="positional", method="lbfgs", seed=seed, progress=False)
+    ov = overlaps(res.Q, data.Qstar, data.P)
+    return dict(source="gd", d=d, seed=seed, alpha=c["alpha"], m=float(ov.m[0]), theta=float(ov.theta[0]),
+                chi_theta=semantic_susceptibility(data, p.lam, res.Q).chi, grad_rms=float(res.grad_rms),
+                converged=bool(res.converged), qstar_norm=float(data.Qstar @ data.Qstar / d))
+
+
+def response_sizes(name: str) -> None:
+    """Gradient descent's chi_theta on the positional minimum at several d, one alpha."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from attnlab.theory import Quadrature, solve_state_evolution
+    from attnlab.theory.stability import pinned_eigenvalue, pinned_susceptibility
+    c = RESPONSE_SIZES
+    t0 = time.perf_counter()
+    jobs = [(d, s) for d, seeds in c["seeds"].items() for s in seeds]
+    with ProcessPoolExecutor(2) as pool:
+        gd = list(pool.map(_single_response, jobs))
+    r = solve_state_evolution(attnlab.ModelParams(omega=c["omega"]), c["alpha"], "positional", warn=False)
+    se = [dict(source="se", alpha=c["alpha"], converged=bool(r.converged),
+               **{f"lambda_theta_{b}": pinned_eigenvalue(r, basins=b) for b in ("redescend", "held")},
+               **{f"chi_theta_{b}": pinned_susceptibility(r, basins=b) for b in ("redescend", "held")})]
+    keys = list(dict.fromkeys(k for row in gd + se for k in row))
+    _write(name, [{k: row.get(k, "") for k in keys} for row in gd + se],
+           f"response of theta (chi_theta = Q*^T H^-1 Q* / d, attnlab.curvature.semantic_susceptibility) at the "
+           f"minimum gradient descent (L-BFGS after the GD warm-up) reaches from the positional start at omega = "
+           f"{c['omega']}, alpha = {c['alpha']}, sigma = 0.5, lambda = 0.01: d = "
+           + ", ".join(f"{d} (seeds {list(seeds)})" for d, seeds in c["seeds"].items())
+           + "; qstar_norm = |Q*|^2 / d of the seed's teacher; source se: the state evolution's "
+           "1 / (D (1 - lambda_theta)) with the probes redescend and held, followed minimiser",
+           time.perf_counter() - t0, quadrature=Quadrature())
 
 
 #: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
@@ -278,8 +345,11 @@ def main(which: list[str]) -> None:
         spinodals("spinodals")
     if "spinodals_sigma_lambda" in todo:
         spinodals_sigma_lambda("spinodals_sigma_lambda")
-    if "response" in todo:
-        response("response")
+    for name in RESPONSES:
+        if name in todo:
+            response(name)
+    if "response_sizes" in todo:
+        response_sizes("response_sizes")
     for name in EXITS:
         if name in todo:
             exits(name)
