@@ -255,14 +255,14 @@ FIGURES: dict[str, Figure] = {f.name: f for f in [
                   seed=[0, 1, 2, 3, 4, 5]),
         quick=dict(d=[30], omega=[0.3], alpha=[0.5, 1.5], seed=[0, 1]),
         theory="transitions", plot="plot_random_start",
-        notes="d = 200 to 2000, 6 seeds per point; at omega = 0.1 also alpha = 2.25-3.0 at d = 200-2000 and "
-              "the whole alpha = 0.25-3.0 at d = 4000, up to the positional spinodal (the blocks of the "
-              "figure). GD warm-up then L-BFGS (method 'lbfgs'); outcome by "
+        notes="d = 200 to 4000, 6 seeds per point; at omega = 0.1 also alpha = 2.25-3.0 at every d, up to the "
+              "positional spinodal (the blocks of the figure). GD warm-up then L-BFGS (method 'lbfgs'); outcome by "
               "attnlab.metrics.classify_outcome (|m|, |theta| >= 0.05).",
         blocks=(
             dict(d=[200, 500, 1000, 2000]),
             dict(omega=[0.1], alpha=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0],
                  d=[200, 500, 1000, 2000, 4000]),
+            dict(omega=[0.3, 0.5], d=[4000]),
         )),
     Figure(
         "explorer-grid",
