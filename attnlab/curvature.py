@@ -159,8 +159,15 @@ def semantic_susceptibility(data, lam: float, Q, *, maxiter: int = 5000) -> Susc
 
     Parameters
     ----------
-    data, lam, Q, maxiter
-        As in :func:`positional_susceptibility`; the teacher is ``data.Qstar``.
+    data : Dataset
+        The training set (``x``, ``y`` of shape ``(n, L, d)``); the teacher is ``data.Qstar``,
+        shape ``(d,)``.
+    lam : float
+        Ridge strength ``lambda >= 0`` of ``R``.
+    Q : array_like, shape (d,) or (d, 1)
+        The point, a minimum (e.g. ``TrainResult.Q`` from the positional start).
+    maxiter : int
+        Most conjugate-gradient iterations (Hessian-vector products), ``>= 1``.
 
     Returns
     -------

@@ -62,6 +62,7 @@ def follow_minimum(params, alphas, d: int, *, start: str, seed: int = 0, method:
         each. NaN, with a ``RuntimeWarning`` that says why, where one cannot be measured
         (conjugate gradients or Lanczos do not converge; the risk curves down along the
         overlap's direction).
+
     Returns
     -------
     dict of str to ndarray, shape (len(alphas),)

@@ -109,6 +109,9 @@ def test_gradient_descent_response_agrees_with_the_state_evolution_at_alpha_2(br
     for seed in range(8):
         data = make_problem(P05, 2.0, 500, seed=seed)
         Q = minimize_risk(data, P05.lam, init=branch, method="lbfgs", seed=seed, progress=False).Q
+        ov = overlaps(Q, data.Qstar, data.P)
+        pinned = ov.m[0] if branch == "semantic" else ov.theta[0]
+        assert abs(pinned) < 0.15, (seed, float(pinned))  # the run stayed on the branch it tests
         chis.append(response(data, P05.lam, Q).chi)
     mean, err = np.mean(chis), np.std(chis, ddof=1) / np.sqrt(len(chis))
     assert abs(mean - expected) < 2.5 * err, (mean, err, expected)

@@ -11,7 +11,8 @@ Usage (from the repository root; about 1-2 minutes on two cores)::
     python book/_scripts/make_book_cache.py            # all tables
     python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase, spinodals
 
-and, not part of "all tables" (gradient descent at d = 4000: about 15-30 minutes each on two cores)::
+and, not part of "all tables" (gradient descent at d = 4000: response, response_theta about 15-30
+minutes each on two cores, response_sizes under a minute)::
 
     python book/_scripts/make_book_cache.py response response_theta response_sizes
 
@@ -257,11 +258,18 @@ EXITS = {
         (dict(omega=0.5, lam=0.02), tuple(round(2.6 - 0.05 * i, 2) for i in range(21)),  # 2.6 ... 1.6
          {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1, 2, 3)}),
     ],
+    # followed *up* from the positional start: where it leaves theta = 0 (omega 0.1: the probes
+    # end the positional minimum at about 2.25 and 2.45); d = 6000 at alpha 2.7 is n = 16200
+    "exits_positional": [(dict(omega=0.1), tuple(round(2.0 + 0.05 * i, 2) for i in range(15)),  # 2.0 ... 2.7
+                          {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1)})],
 }
+#: The start of each EXITS table's sweeps (default: from Q*, down in alpha).
+EXITS_START = {"exits_positional": "positional"}
 
 
 def exits(name: str) -> None:
-    """Gradient descent followed down alpha from Q* (the cases of ``EXITS[name]``): where it leaves m = 0.
+    """Gradient descent followed along alpha (the cases of ``EXITS[name]``): down from Q*, where it leaves
+    m = 0, or (``EXITS_START``) up from the positional start, where it leaves theta = 0.
 
     Resumes: the sweeps already in ``book/_data/NAME.csv`` are kept (refused if they are not
     sweeps of the cases, on their alphas), only the missing ones run, the table is written after
@@ -273,6 +281,8 @@ def exits(name: str) -> None:
     from attnlab.data import n_samples
     from attnlab.experiments.figures import load_book_data, load_book_provenance
     cases, label = EXITS[name], len(EXITS[name]) > 1
+    start = EXITS_START.get(name, "semantic")
+    order = -1.0 if start == "semantic" else 1.0  # the sweep's direction in alpha
     for kw, alphas, runs in cases:  # refused before anything runs, not after hours
         for d in runs:
             n_samples(max(alphas), d, attnlab.ModelParams(**kw).L)
@@ -293,7 +303,7 @@ def exits(name: str) -> None:
                                          "lam": float(r["lambda"])} if label else cases[0][0]))
             return key(p, r["d"], r["seed"])
         for k in {row_key(r) for r in kept}:
-            alphas = sorted((float(r["alpha"]) for r in kept if row_key(r) == k), reverse=True)
+            alphas = sorted((float(r["alpha"]) for r in kept if row_key(r) == k), key=lambda a: order * a)
             if k not in wanted or not np.allclose(alphas, wanted[k]):
                 raise SystemExit(f"{name}.csv holds a sweep {k} (sigma, lambda, omega, d, seed) that is not one of "
                                  f"EXITS[{name!r}] on its alphas: move the table aside to start afresh")
@@ -302,7 +312,7 @@ def exits(name: str) -> None:
         note = f"; sweeps kept from the table written at commit {prov['git_commit']}" if kept else ""
     else:
         done = set()
-    jobs = [(kw, "semantic", alphas, d, seed, False, label) for kw, alphas, runs in cases
+    jobs = [(kw, start, alphas, d, seed, False, label) for kw, alphas, runs in cases
             for d in sorted(runs, reverse=True) for seed in runs[d] if key(attnlab.ModelParams(**kw), d, seed) not in done]
     jobs.sort(key=lambda j: -j[3] * max(j[2]))  # longest first
     text = "; ".join(f"{kw}: alpha = {alphas[0]} ... {alphas[-1]} (step 0.05), "
@@ -319,9 +329,11 @@ def exits(name: str) -> None:
                 continue
             rows = rows + [{k: v for k, v in r.items() if k != "source"} for r in sweep]
             rows.sort(key=lambda r: tuple(float(r[c]) for c in (("sigma", "lambda", "omega") if label else ()))
-                      + (int(r["d"]), int(r["seed"]), -float(r["alpha"])))
+                      + (int(r["d"]), int(r["seed"]), order * float(r["alpha"])))
+            path = ("down alpha from Q* on the semantic minimum" if start == "semantic"
+                    else "up alpha from the positional start Q0 = 0.5 * 1_d on the positional minimum")
             _write(name, rows, "gradient descent (L-BFGS after the GD warm-up, attnlab.hysteresis.follow_minimum) "
-                   f"followed down alpha from Q* on the semantic minimum ({text}; other parameters the defaults: "
+                   f"followed {path} ({text}; other parameters the defaults: "
                    "sigma = 0.5, lambda = 0.01); nested training sets per seed; outcome by "
                    "attnlab.metrics.classify_outcome; seconds: wall time of all sweeps, summed over resumed runs"
                    f"{note}", seconds + time.perf_counter() - t0)
