@@ -156,7 +156,8 @@ def pinned_susceptibility(result, *, basins: str = "redescend") -> float:
     and, for the SE variable ``theta_SE = sigma^2 theta`` (``theta = Q* . Q / d``, ``|Q*|^2 / d = 1``),
     ``theta_SE = sigma^2 (rho thetahat + h) / D``, i.e. ``theta = (rho thetahat + h) / D``. With the
     map's ``lambda_p p`` in place of ``mhat / D`` (or ``rho thetahat / D``; ``lambda_theta`` is a
-    ratio, the same for ``theta`` and ``theta_SE``) near ``p = 0`` the fixed point moves by ``dp = chi_p h`` (with no data, ``Vhat = lambda_p = 0``, it is ``1 / lambda``).
+    ratio, the same for ``theta`` and ``theta_SE``) near ``p = 0`` the fixed point moves by
+    ``dp = chi_p h`` (with no data, ``Vhat = lambda_p = 0``, it is ``1 / lambda``).
     Its counterpart at a gradient-descent minimum of finite ``d`` is ``d a^T H^-1 a``
     (:func:`attnlab.curvature.positional_susceptibility` for ``m``,
     :func:`attnlab.curvature.semantic_susceptibility` for ``theta``), the response to an
