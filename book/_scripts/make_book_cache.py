@@ -16,6 +16,11 @@ minutes each on two cores, response_sizes under a minute)::
 
     python book/_scripts/make_book_cache.py response response_theta response_sizes
 
+and the followed sweeps of ``EXITS`` (exits, exits_sigma_lambda, exits_positional,
+exits_positional_sigma_lambda: half an hour to several hours each on two cores; resumable)::
+
+    python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
+
 Writes ``book/_data/NAME.csv`` and ``book/_data/NAME.json`` (what, how, with which code).
 """
 from __future__ import annotations
@@ -247,6 +252,7 @@ def response_sizes(name: str) -> None:
 #: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
 #: as d grows"), followed down from Q*: per table, the cases (ModelParams keywords, alphas, {d: seeds}).
 EXITS_ALPHAS = tuple(round(1.6 - 0.05 * i, 2) for i in range(17))  # 1.6 ... 0.8
+POSITIONAL_ALPHAS = tuple(round(1.7 + 0.05 * i, 2) for i in range(19))  # 1.7 ... 2.6
 EXITS = {
     "exits": [(dict(omega=0.5), EXITS_ALPHAS, {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3),
                                                 8000: (0, 1)})],
@@ -262,9 +268,16 @@ EXITS = {
     # end the positional minimum at about 2.25 and 2.45); d = 6000 at alpha 2.7 is n = 16200
     "exits_positional": [(dict(omega=0.1), tuple(round(2.0 + 0.05 * i, 2) for i in range(15)),  # 2.0 ... 2.7
                           {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1)})],
+    # the same at omega = 0 and, there, at one more sigma and lambda (the probes end the positional
+    # minimum at about 2.2 / 2.0 (omega 0), 2.2 / 2.0 (sigma 0.6), 2.4 / 2.1 (lambda 0.005))
+    "exits_positional_sigma_lambda": [
+        (dict(omega=0.0), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1)}),
+        (dict(omega=0.0, sigma=0.6), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
+        (dict(omega=0.0, lam=0.005), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
+    ],
 }
 #: The start of each EXITS table's sweeps (default: from Q*, down in alpha).
-EXITS_START = {"exits_positional": "positional"}
+EXITS_START = {"exits_positional": "positional", "exits_positional_sigma_lambda": "positional"}
 
 
 def exits(name: str) -> None:
