@@ -271,7 +271,7 @@ EXITS = {
     # the same at omega = 0 and, there, at one more sigma and lambda (the probes end the positional
     # minimum at about 2.2 / 2.0 (omega 0), 2.2 / 2.0 (sigma 0.6), 2.4 / 2.1 (lambda 0.005))
     "exits_positional_sigma_lambda": [
-        (dict(omega=0.0), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1)}),
+        (dict(omega=0.0), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: tuple(range(8)), 6000: (0, 1)}),
         (dict(omega=0.0, sigma=0.6), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
         (dict(omega=0.0, lam=0.005), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
     ],
