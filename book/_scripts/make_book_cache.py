@@ -269,7 +269,7 @@ EXITS = {
     "exits_positional": [(dict(omega=0.1), tuple(round(2.0 + 0.05 * i, 2) for i in range(15)),  # 2.0 ... 2.7
                           {1000: (0, 1, 2, 3), 2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3), 6000: (0, 1)})],
     # the same at omega = 0 and, there, at one more sigma and lambda (the probes end the positional
-    # minimum at about 2.2 / 2.0 (omega 0), 2.2 / 2.0 (sigma 0.6), 2.4 / 2.1 (lambda 0.005))
+    # minimum at about 2.23 / 1.97 (omega 0), 2.16 / 1.97 (sigma 0.6), 2.34 / 2.01 (lambda 0.005))
     "exits_positional_sigma_lambda": [
         (dict(omega=0.0), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: tuple(range(8)), 6000: (0, 1)}),
         (dict(omega=0.0, sigma=0.6), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
