@@ -17,7 +17,7 @@ minutes each on two cores, response_sizes under a minute)::
     python book/_scripts/make_book_cache.py response response_theta response_sizes
 
 and the followed sweeps of ``EXITS`` (exits, exits_sigma_lambda, exits_positional,
-exits_positional_sigma_lambda: half an hour to several hours each on two cores; resumable)::
+exits_positional_sigma_lambda, exits_positional_omega03: half an hour to several hours each on two cores; resumable)::
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
@@ -275,9 +275,16 @@ EXITS = {
         (dict(omega=0.0, sigma=0.6), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
         (dict(omega=0.0, lam=0.005), POSITIONAL_ALPHAS, {2000: (0, 1, 2, 3), 4000: (0, 1, 2, 3)}),
     ],
+    # omega 0.3: the positional minimum ends only at alpha ~ 18.8 (both probes), and lambda_theta
+    # creeps up to 1 over alpha ~ 4 ... 18; alpha * d up to 20 * 2500 is what attnlab allows on 24 GiB
+    "exits_positional_omega03": [
+        (dict(omega=0.3), tuple(round(2.0 + 0.5 * i, 2) for i in range(21)) + tuple(float(a) for a in range(13, 21)),
+         {1000: tuple(range(8)), 2000: tuple(range(8)), 2500: tuple(range(6))}),  # 2.0 ... 12.0 step 0.5, 13 ... 20 step 1
+    ],
 }
 #: The start of each EXITS table's sweeps (default: from Q*, down in alpha).
-EXITS_START = {"exits_positional": "positional", "exits_positional_sigma_lambda": "positional"}
+EXITS_START = {"exits_positional": "positional", "exits_positional_sigma_lambda": "positional",
+               "exits_positional_omega03": "positional"}
 
 
 def exits(name: str) -> None:
@@ -328,7 +335,7 @@ def exits(name: str) -> None:
     jobs = [(kw, start, alphas, d, seed, False, label) for kw, alphas, runs in cases
             for d in sorted(runs, reverse=True) for seed in runs[d] if key(attnlab.ModelParams(**kw), d, seed) not in done]
     jobs.sort(key=lambda j: -j[3] * max(j[2]))  # longest first
-    text = "; ".join(f"{kw}: alpha = {alphas[0]} ... {alphas[-1]} (step 0.05), "
+    text = "; ".join(f"{kw}: alpha = {alphas[0]} ... {alphas[-1]} (steps {', '.join(f'{v:g}' for v in sorted(set(np.round(np.abs(np.diff(alphas)), 6))))}), "
                      + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items()) for kw, alphas, runs in cases)
     rows, failed = kept, []
     with ProcessPoolExecutor(2) as pool:
