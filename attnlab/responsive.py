@@ -138,7 +138,13 @@ def _narrow_figure_legend(fig, legend) -> None:
     codes = {code: name for name, code in Legend.codes.items()}
     loc = f"outside {outside} center" if outside in ("lower", "upper") else codes.get(legend._loc, "best")
     fontsize = texts[0].get_fontsize() if texts else None
-    handles = legend.legend_handles
+    # the artists the legend was made from, found by label on the figure's axes: an errorbar's
+    # (or a bar's) container, of which ``legend_handles`` keeps only the line, without the marker
+    originals = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            originals.setdefault(label, handle)
+    handles = [originals.get(t.get_text(), h) for t, h in zip(texts, legend.legend_handles)]
     legend.remove()
     # two columns of short labels fit side by side
     ncols = min(legend._ncols, 2 if max(map(_shown_length, labels), default=0) <= 18 else 1)

@@ -181,6 +181,39 @@ def test_phone_variant_stacks_the_panels_and_fits_the_phone_column():
         plt.close("all")
 
 
+def test_phone_variant_keeps_the_markers_of_errorbars_in_a_figure_legend():
+    """An errorbar's legend entry on the phone shows its marker (the drawn legend keeps only
+    the line of the container), as on the desktop."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from attnlab.responsive import narrow_variant
+
+    def markers(legend):  # label -> the markers drawn in its entry
+        out = {}
+        for column in legend._legend_handle_box.get_children():
+            for entry in column.get_children():
+                area, text = entry.get_children()
+                out[text.get_text().replace("\n", " ")] = {a.get_marker() for a in area.get_children()
+                                                            if isinstance(a, Line2D)} - {"None", "none", "", None}
+        return out
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3), constrained_layout=True)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], "-", label="fit")
+        ax.errorbar([0.5], [0.4], yerr=[0.1], fmt="s", label="mean of the runs")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2)
+    try:
+        fig.draw_without_rendering()
+        assert markers(fig.legends[0])["mean of the runs"] == {"s"}
+        narrow = narrow_variant(fig)
+        narrow.draw_without_rendering()
+        assert markers(narrow.legends[0])["mean of the runs"] == {"s"}
+        assert markers(narrow.legends[0])["fit"] == set()
+    finally:
+        plt.close("all")
+
+
 def test_figure_html_serves_the_phone_variant_below_600_px_with_alt_text():
     import re
 
