@@ -328,14 +328,23 @@ def _git(*args) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def code_provenance() -> dict:
-    """Versions of attnlab and its main dependencies, git commit (``"unknown"`` outside a repository)."""
+def code_provenance(paths: tuple[str, ...] = ("attnlab",)) -> dict:
+    """Versions of attnlab and its main dependencies, git commit (``"unknown"`` outside a repository).
+
+    Parameters
+    ----------
+    paths : tuple of str
+        Folders of the repository (relative to its root) whose code the result depends on:
+        ``git_dirty`` is true when a tracked file under one of them differs from the commit,
+        ``None`` outside a repository.
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     from .. import __version__
 
     commit = _git("rev-parse", "HEAD") or "unknown"
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", "attnlab") if commit != "unknown" else None
+    status = (_git("status", "--porcelain", "--untracked-files=no", "--", *paths)
+              if commit != "unknown" else None)
     try:
         torch = version("torch")
     except PackageNotFoundError:

@@ -21,13 +21,14 @@ exits_positional_sigma_lambda, exits_positional_omega03: half an hour to several
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
-Writes ``book/_data/NAME.csv`` and ``book/_data/NAME.json`` (what, how, with which code).
+It refuses to start while attnlab/ or book/_scripts/ has uncommitted changes (``--allow-dirty``
+runs anyway and records ``git_dirty: true``). Writes ``book/_data/NAME.csv`` and
+``book/_data/NAME.json`` (what, how, with which code).
 """
 from __future__ import annotations
 
 import csv
 import json
-import subprocess
 import sys
 import time
 import warnings
@@ -36,10 +37,17 @@ from pathlib import Path
 import numpy as np
 
 import attnlab
+from attnlab.experiments.sweeps import code_provenance
 from attnlab.theory import ConvergenceWarning, find_transition, linear_baseline_error, se_curve
 from attnlab.widgets import fast_quadrature
 
 OUT = Path(__file__).resolve().parent.parent / "_data"
+#: The code a table depends on: its provenance names their commit, and the script refuses to
+#: start while a tracked file under them differs from it (``--allow-dirty`` records git_dirty: true).
+CODE_PATHS = ("attnlab", "book/_scripts")
+#: The code provenance taken when :func:`main` starts (a sweep of hours must not name a commit
+#: made while it ran).
+PROVENANCE: dict | None = None
 ALPHAS = [round(a, 2) for a in np.arange(0.1, 2.01, 0.1)]
 OMEGAS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
 
@@ -51,13 +59,11 @@ def _write(name: str, rows: list[dict], description: str, seconds: float, quadra
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.10g}" if isinstance(v, float) else v) for k, v in r.items()})
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "unknown"
     q = fast_quadrature() if quadrature is None else quadrature
+    code = PROVENANCE or code_provenance(CODE_PATHS)  # the code when the run started, not when it ended
     meta = dict(description=description, quadrature=repr(q), attnlab_version=attnlab.__version__,
-                git_commit=commit, seconds=round(seconds, 1), script="book/_scripts/make_book_cache.py")
+                git_commit=code["git_commit"], git_dirty=code["git_dirty"], seconds=round(seconds, 1),
+                script="book/_scripts/make_book_cache.py")
     (OUT / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"wrote {OUT / name}.csv ({len(rows)} rows, {seconds:.0f} s)")
 
@@ -362,7 +368,29 @@ def exits(name: str) -> None:
                          "run again to retry):\n" + "\n".join(failed))
 
 
-def main(which: list[str]) -> None:
+def _usage(message: str) -> None:
+    print(f"make_book_cache.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS)
+
+
+def main(argv: list[str]) -> None:
+    """Run the tables named in ``argv`` (default: curves, asymmetric, phase, spinodals).
+
+    Exits with status 2 and one line on stderr for a name that is not a table, or when
+    attnlab/ or book/_scripts/ has uncommitted changes (unless ``--allow-dirty``).
+    """
+    global PROVENANCE
+    which = [a for a in argv if a != "--allow-dirty"]
+    unknown = [a for a in which if a not in TABLES]
+    if unknown:
+        _usage(f"unknown table {unknown[0]!r}; choose from {', '.join(TABLES)} (or none for the default four)")
+    PROVENANCE = code_provenance(CODE_PATHS)
+    if PROVENANCE["git_dirty"] and "--allow-dirty" not in argv:
+        _usage(f"{' or '.join(CODE_PATHS)} has uncommitted changes: commit them first (a table names the "
+               "commit it was computed with), or pass --allow-dirty to record git_dirty: true")
     warnings.simplefilter("ignore", ConvergenceWarning)  # recorded per row in `converged`
     todo = which or ["curves", "asymmetric", "phase", "spinodals"]
     if "curves" in todo:

@@ -1,0 +1,79 @@
+"""book/_scripts/make_book_cache.py: a cached table names the code it was computed with.
+
+A sweep of hours must not name a commit made while it ran, nor a commit whose files were
+edited when it started; a wrong table name gets one line and exit status 2.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnlab.experiments import sweeps
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "book" / "_scripts" / "make_book_cache.py"
+
+
+@pytest.fixture
+def script(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("make_book_cache", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "OUT", tmp_path)
+    return mod
+
+
+def test_an_unknown_table_is_one_line_and_exit_status_2():
+    out = subprocess.run([sys.executable, str(SCRIPT), "spinodal"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert out.stderr.count("\n") == 1
+    assert "unknown table 'spinodal'" in out.stderr and "spinodals_sigma_lambda" in out.stderr
+
+
+def test_code_provenance_asks_git_about_the_paths_given(monkeypatch):
+    calls = []
+
+    def fake_git(*args):
+        calls.append(args)
+        return "abc123" if args[0] == "rev-parse" else " M book/_scripts/make_book_cache.py"
+    monkeypatch.setattr(sweeps, "_git", fake_git)
+    prov = sweeps.code_provenance(("attnlab", "book/_scripts"))
+    assert prov["git_commit"] == "abc123" and prov["git_dirty"] is True
+    assert calls[1][-3:] == ("--", "attnlab", "book/_scripts")
+    monkeypatch.setattr(sweeps, "_git", lambda *a: "abc123" if a[0] == "rev-parse" else "")
+    assert sweeps.code_provenance()["git_dirty"] is False
+
+
+def test_a_dirty_tree_is_refused_before_anything_runs(script, monkeypatch, capsys):
+    monkeypatch.setattr(script, "code_provenance", lambda paths: dict(git_commit="abc123", git_dirty=True))
+    ran = []
+    monkeypatch.setattr(script, "spinodals", lambda name: ran.append(name))
+    with pytest.raises(SystemExit) as exc:
+        script.main(["spinodals"])
+    assert exc.value.code == 2 and ran == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "uncommitted changes" in err and "--allow-dirty" in err
+
+
+def test_allow_dirty_runs_and_the_table_says_so(script, monkeypatch):
+    monkeypatch.setattr(script, "code_provenance", lambda paths: dict(git_commit="abc123", git_dirty=True))
+    monkeypatch.setattr(script, "spinodals", lambda name: script._write(name, [dict(a=1.0)], "test", 1.0))
+    script.main(["spinodals", "--allow-dirty"])
+    meta = json.loads((script.OUT / "spinodals.json").read_text())
+    assert meta["git_commit"] == "abc123" and meta["git_dirty"] is True
+
+
+def test_a_table_names_the_commit_its_run_started_from(script, monkeypatch):
+    """A commit made while a sweep runs (HEAD moves) is not the code that computed it."""
+    heads = iter(["start0", "moved1", "moved2"])
+    monkeypatch.setattr(script, "code_provenance", lambda paths: dict(git_commit=next(heads), git_dirty=False))
+    monkeypatch.setattr(script, "spinodals", lambda name: script._write(name, [dict(a=1.0)], "test", 1.0))
+    script.main(["spinodals"])
+    meta = json.loads((script.OUT / "spinodals.json").read_text())
+    assert meta["git_commit"] == "start0" and meta["git_dirty"] is False
