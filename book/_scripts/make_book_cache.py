@@ -17,7 +17,8 @@ minutes each on two cores, response_sizes under a minute)::
     python book/_scripts/make_book_cache.py response response_theta response_sizes
 
 and the followed sweeps of ``EXITS`` (exits, exits_sigma_lambda, exits_positional,
-exits_positional_sigma_lambda, exits_positional_omega03: half an hour to several hours each on two cores; resumable)::
+exits_positional_sigma_lambda, exits_positional_omega03, approach_positional: half an hour to
+several hours each on two cores; resumable)::
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
@@ -287,10 +288,15 @@ EXITS = {
         (dict(omega=0.3), tuple(round(2.0 + 0.5 * i, 2) for i in range(21)) + tuple(float(a) for a in range(13, 21)),
          {1000: tuple(range(8)), 2000: tuple(range(8)), 2500: tuple(range(6))}),  # 2.0 ... 12.0 step 0.5, 13 ... 20 step 1
     ],
+    # not an exit: the positional minimum's m on the way to its end at d = 8000 (alpha 1.9 is
+    # n * d = 122M, within attnlab's memory guard), where gradient descent's |m| at d = 2000 and
+    # 4000 falls below the state evolution's (sigma 0.6, lambda 0.005: the gap does not shrink)
+    "approach_positional": [(dict(omega=0.0, sigma=0.6), POSITIONAL_ALPHAS[:5], {8000: (0, 1, 2, 3)}),  # 1.7 ... 1.9
+                            (dict(omega=0.0, lam=0.005), POSITIONAL_ALPHAS[:5], {8000: (0, 1, 2, 3)})],
 }
 #: The start of each EXITS table's sweeps (default: from Q*, down in alpha).
 EXITS_START = {"exits_positional": "positional", "exits_positional_sigma_lambda": "positional",
-               "exits_positional_omega03": "positional"}
+               "exits_positional_omega03": "positional", "approach_positional": "positional"}
 
 
 def exits(name: str) -> None:
