@@ -77,3 +77,10 @@ def test_a_table_names_the_commit_its_run_started_from(script, monkeypatch):
     script.main(["spinodals"])
     meta = json.loads((script.OUT / "spinodals.json").read_text())
     assert meta["git_commit"] == "start0" and meta["git_dirty"] is False
+
+
+def test_no_shipped_table_says_it_was_computed_from_uncommitted_code():
+    metas = sorted((ROOT / "book" / "_data").glob("*.json"))
+    assert metas
+    dirty = [p.name for p in metas if json.loads(p.read_text()).get("git_dirty") is True]
+    assert dirty == []
