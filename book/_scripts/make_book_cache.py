@@ -18,7 +18,8 @@ minutes each on two cores, response_sizes under a minute)::
 
 and the followed sweeps of ``EXITS`` (exits, exits_sigma_lambda, exits_positional,
 exits_positional_sigma_lambda, exits_positional_omega03, approach_positional: half an hour to
-several hours each on two cores; resumable)::
+several hours each on two cores; resumable) and fresh_positional (gradient descent from the
+positional start, fresh at each alpha; resumable)::
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
@@ -210,21 +211,27 @@ def response(name: str) -> None:
 RESPONSE_SIZES = dict(omega=0.1, alpha=1.0, seeds={500: range(8), 1000: range(8), 2000: range(6)})
 
 
-def _single_response(job: tuple) -> dict:
-    """chi_theta at the minimum that gradient descent reaches from the positional start."""
+def _from_positional_start(params: attnlab.ModelParams, alpha: float, d: int, seed: int):
+    """The minimum gradient descent (L-BFGS after the GD warm-up, one thread) reaches from the
+    positional start Q0 = 0.5 * 1_d on a fresh training set: ``(data, result, overlaps)``."""
     import torch
 
-    from attnlab.curvature import semantic_susceptibility
     from attnlab.data import make_problem
     from attnlab.metrics import overlaps
     from attnlab.training import minimize_risk
     torch.set_num_threads(1)
+    data = make_problem(params, alpha, d, seed=seed)
+    res = minimize_risk(data, params.lam, init="positional", method="lbfgs", seed=seed, progress=False)
+    return data, res, overlaps(res.Q, data.Qstar, data.P)
+
+
+def _single_response(job: tuple) -> dict:
+    """chi_theta at the minimum that gradient descent reaches from the positional start."""
+    from attnlab.curvature import semantic_susceptibility
     d, seed = job
     c = RESPONSE_SIZES
     p = attnlab.ModelParams(omega=c["omega"])
-    data = make_problem(p, c["alpha"], d, seed=seed)
-    res = minimize_risk(data, p.lam, init="positional", method="lbfgs", seed=seed, progress=False)
-    ov = overlaps(res.Q, data.Qstar, data.P)
+    data, res, ov = _from_positional_start(p, c["alpha"], d, seed)
     return dict(source="gd", d=d, seed=seed, alpha=c["alpha"], m=float(ov.m[0]), theta=float(ov.theta[0]),
                 chi_theta=semantic_susceptibility(data, p.lam, res.Q).chi, grad_rms=float(res.grad_rms),
                 converged=bool(res.converged), qstar_norm=float(data.Qstar @ data.Qstar / d))
@@ -254,6 +261,75 @@ def response_sizes(name: str) -> None:
            + "; qstar_norm = |Q*|^2 / d of the seed's teacher; source se: the state evolution's "
            "1 / (D (1 - lambda_theta)) with the probes redescend and held, followed minimiser",
            time.perf_counter() - t0, quadrature=Quadrature())
+
+
+#: Gradient descent from the positional start, a fresh run (own training set, no warm start) at
+#: each alpha (Chapter 6, "From a fresh start"): the protocol the state evolution's followed
+#: minimiser describes, against the followed sweeps of approach_positional and
+#: exits_positional_sigma_lambda. Per case: ModelParams keywords, alphas, {d: seeds}.
+FRESH_POSITIONAL = [
+    (dict(omega=0.0, sigma=0.6), (1.7, 1.9, 2.0, 2.1, 2.2, 2.3), {2000: range(4), 4000: range(4)}),
+    (dict(omega=0.0, lam=0.005), (1.7, 1.9, 2.1, 2.3, 2.5, 2.7), {2000: range(4), 4000: range(4)}),
+    (dict(omega=0.0, sigma=0.6), (1.9,), {8000: range(4)}),
+    (dict(omega=0.0, lam=0.005), (1.9,), {8000: range(4)}),
+]
+
+
+def _fresh_row(job: tuple) -> dict:
+    from attnlab.metrics import canonical_sign, classify_outcome, overlaps
+    kw, alpha, d, seed = job
+    params = attnlab.ModelParams(**kw)
+    t0 = time.perf_counter()
+    data, res, _ = _from_positional_start(params, alpha, d, seed)
+    ov = overlaps(canonical_sign(res.Q, data.Qstar, data.P), data.Qstar, data.P)
+    m, theta = float(ov.m[0]), float(ov.theta[0])
+    return dict(sigma=params.sigma, **{"lambda": params.lam}, omega=params.omega, d=d, seed=seed, alpha=alpha,
+                m=m, theta=theta, qnorm=float(ov.qnorm), eps_t=float(res.eps_t), converged=bool(res.converged),
+                grad_rms=float(res.grad_rms), outcome=str(classify_outcome(m, theta)),
+                seconds=round(time.perf_counter() - t0, 1))
+
+
+def fresh_positional(name: str) -> None:
+    """Gradient descent from the positional start, fresh at every alpha (FRESH_POSITIONAL).
+
+    Resumes: rows already in ``book/_data/NAME.csv`` that belong to the cases are kept; the
+    table is written after each run.
+    """
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from attnlab.data import n_samples
+    from attnlab.experiments.figures import load_book_data, load_book_provenance
+
+    def key(r):
+        return tuple(round(float(r[c]), 6) for c in ("sigma", "lambda", "omega", "d", "seed", "alpha"))
+    jobs = [(kw, a, d, s) for kw, alphas, runs in FRESH_POSITIONAL for d, seeds in runs.items()
+            for s in seeds for a in alphas]
+    for kw, a, d, _ in jobs:  # refused before anything runs
+        n_samples(a, d, attnlab.ModelParams(**kw).L)
+    wanted = {key(dict(sigma=p.sigma, omega=p.omega, d=d, seed=s, alpha=a, **{"lambda": p.lam})): (kw, a, d, s)
+              for kw, a, d, s in jobs for p in [attnlab.ModelParams(**kw)]}
+    rows, seconds = [], 0.0
+    if (OUT / f"{name}.csv").exists():
+        old = load_book_data(name)
+        rows = [r for r in (dict(zip(old, col)) for col in zip(*old.values())) if key(r) in wanted]
+        seconds = float(load_book_provenance(name)["seconds"])
+    todo = [wanted[k] for k in wanted if k not in {key(r) for r in rows}]
+    todo.sort(key=lambda j: -j[1] * j[2] ** 2)  # longest first
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(2) as pool:
+        for fut in as_completed([pool.submit(_fresh_row, job) for job in todo]):
+            rows.append({k: (v.item() if hasattr(v, "item") else v) for k, v in fut.result().items()})
+            r = rows[-1]
+            print(f"{name}: sigma {r['sigma']} lambda {r['lambda']} d {r['d']} seed {r['seed']} alpha {r['alpha']}: "
+                  f"{r['outcome']} m {r['m']:.4f} theta {r['theta']:.4f} ({r['seconds']} s)", flush=True)
+            rows.sort(key=key)
+            _write(name, rows, "gradient descent (L-BFGS after the GD warm-up, one thread per run) from the "
+                   "positional start Q0 = 0.5 * 1_d, a fresh run with its own training set at every alpha (no warm "
+                   "start): " + "; ".join(f"{kw}: alpha {list(alphas)}, " + ", ".join(
+                       f"d = {d}: seeds {list(s)}" for d, s in runs.items()) for kw, alphas, runs in FRESH_POSITIONAL)
+                   + " (other parameters the defaults: sigma = 0.5, lambda = 0.01); m, theta sign-canonicalised; "
+                   "outcome by attnlab.metrics.classify_outcome; seconds: wall time of the runs, summed over "
+                   "resumed runs", seconds + time.perf_counter() - t0)
 
 
 #: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
@@ -379,7 +455,8 @@ def _usage(message: str) -> None:
     sys.exit(2)
 
 
-TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS)
+TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS,
+          "fresh_positional")
 
 
 def main(argv: list[str]) -> None:
@@ -419,6 +496,8 @@ def main(argv: list[str]) -> None:
     for name in EXITS:
         if name in todo:
             exits(name)
+    if "fresh_positional" in todo:
+        fresh_positional("fresh_positional")
 
 
 if __name__ == "__main__":
