@@ -18,8 +18,8 @@ minutes each on two cores, response_sizes under a minute)::
 
 and the followed sweeps of ``EXITS`` (exits, exits_sigma_lambda, exits_positional,
 exits_positional_sigma_lambda, exits_positional_omega03, approach_positional: half an hour to
-several hours each on two cores; resumable) and fresh_positional (gradient descent from the
-positional start, fresh at each alpha; resumable)::
+several hours each on two cores; resumable) and fresh_positional, fresh_semantic (gradient
+descent from one start, fresh at each alpha; resumable)::
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
@@ -211,9 +211,9 @@ def response(name: str) -> None:
 RESPONSE_SIZES = dict(omega=0.1, alpha=1.0, seeds={500: range(8), 1000: range(8), 2000: range(6)})
 
 
-def _from_positional_start(params: attnlab.ModelParams, alpha: float, d: int, seed: int):
-    """The minimum gradient descent (L-BFGS after the GD warm-up, one thread) reaches from the
-    positional start Q0 = 0.5 * 1_d on a fresh training set: ``(data, result, overlaps)``."""
+def _from_start(params: attnlab.ModelParams, alpha: float, d: int, seed: int, start: str = "positional"):
+    """The minimum gradient descent (L-BFGS after the GD warm-up, one thread) reaches from ``start``
+    (the positional start Q0 = 0.5 * 1_d, or Q*) on a fresh training set: ``(data, result, overlaps)``."""
     import torch
 
     from attnlab.data import make_problem
@@ -221,7 +221,7 @@ def _from_positional_start(params: attnlab.ModelParams, alpha: float, d: int, se
     from attnlab.training import minimize_risk
     torch.set_num_threads(1)
     data = make_problem(params, alpha, d, seed=seed)
-    res = minimize_risk(data, params.lam, init="positional", method="lbfgs", seed=seed, progress=False)
+    res = minimize_risk(data, params.lam, init=start, method="lbfgs", seed=seed, progress=False)
     return data, res, overlaps(res.Q, data.Qstar, data.P)
 
 
@@ -231,7 +231,7 @@ def _single_response(job: tuple) -> dict:
     d, seed = job
     c = RESPONSE_SIZES
     p = attnlab.ModelParams(omega=c["omega"])
-    data, res, ov = _from_positional_start(p, c["alpha"], d, seed)
+    data, res, ov = _from_start(p, c["alpha"], d, seed)
     return dict(source="gd", d=d, seed=seed, alpha=c["alpha"], m=float(ov.m[0]), theta=float(ov.theta[0]),
                 chi_theta=semantic_susceptibility(data, p.lam, res.Q).chi, grad_rms=float(res.grad_rms),
                 converged=bool(res.converged), qstar_norm=float(data.Qstar @ data.Qstar / d))
@@ -263,24 +263,31 @@ def response_sizes(name: str) -> None:
            time.perf_counter() - t0, quadrature=Quadrature())
 
 
-#: Gradient descent from the positional start, a fresh run (own training set, no warm start) at
-#: each alpha (Chapter 6, "From a fresh start"): the protocol the state evolution's followed
-#: minimiser describes, against the followed sweeps of approach_positional and
-#: exits_positional_sigma_lambda. Per case: ModelParams keywords, alphas, {d: seeds}.
-FRESH_POSITIONAL = [
-    (dict(omega=0.0, sigma=0.6), (1.7, 1.9, 2.0, 2.1, 2.2, 2.3), {2000: range(4), 4000: range(4)}),
-    (dict(omega=0.0, lam=0.005), (1.7, 1.9, 2.1, 2.3, 2.5, 2.7), {2000: range(4), 4000: range(4)}),
-    (dict(omega=0.0, sigma=0.6), (1.9,), {8000: range(4)}),
-    (dict(omega=0.0, lam=0.005), (1.9,), {8000: range(4)}),
-]
+#: Gradient descent from one start, a fresh run (own training set, no warm start) at each alpha
+#: (Chapter 6, "From a fresh start"): the protocol the state evolution's followed minimiser
+#: describes, against the followed sweeps of the EXITS tables. Per table: the start and its cases
+#: (ModelParams keywords, alphas, {d: seeds}).
+FRESH = {
+    # the positional ends at sigma 0.6 (2.15) and lambda 0.005 (2.40), omega 0; alpha 1.9 at d = 8000
+    "fresh_positional": ("positional", [
+        (dict(omega=0.0, sigma=0.6), (1.7, 1.9, 2.0, 2.1, 2.2, 2.3), {2000: range(4), 4000: range(4)}),
+        (dict(omega=0.0, lam=0.005), (1.7, 1.9, 2.1, 2.3, 2.5, 2.7), {2000: range(4), 4000: range(4)}),
+        (dict(omega=0.0, sigma=0.6), (1.9,), {8000: range(4)}),
+        (dict(omega=0.0, lam=0.005), (1.9,), {8000: range(4)})]),
+    # the semantic ends where the three probes agree: sigma 0.4, omega 0 (1.06) and lambda 0.02,
+    # omega 0.5 (2.01)
+    "fresh_semantic": ("semantic", [
+        (dict(omega=0.0, sigma=0.4), (0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3), {2000: range(4), 4000: range(4)}),
+        (dict(omega=0.5, lam=0.02), (1.9, 2.0, 2.1, 2.2, 2.3, 2.4), {2000: range(4), 4000: range(4)})]),
+}
 
 
 def _fresh_row(job: tuple) -> dict:
     from attnlab.metrics import canonical_sign, classify_outcome, overlaps
-    kw, alpha, d, seed = job
+    kw, alpha, d, seed, start = job
     params = attnlab.ModelParams(**kw)
     t0 = time.perf_counter()
-    data, res, _ = _from_positional_start(params, alpha, d, seed)
+    data, res, _ = _from_start(params, alpha, d, seed, start)
     ov = overlaps(canonical_sign(res.Q, data.Qstar, data.P), data.Qstar, data.P)
     m, theta = float(ov.m[0]), float(ov.theta[0])
     return dict(sigma=params.sigma, **{"lambda": params.lam}, omega=params.omega, d=d, seed=seed, alpha=alpha,
@@ -289,8 +296,8 @@ def _fresh_row(job: tuple) -> dict:
                 seconds=round(time.perf_counter() - t0, 1))
 
 
-def fresh_positional(name: str) -> None:
-    """Gradient descent from the positional start, fresh at every alpha (FRESH_POSITIONAL).
+def fresh(name: str) -> None:
+    """Gradient descent from one start, fresh at every alpha (``FRESH[name]``).
 
     Resumes: rows already in ``book/_data/NAME.csv`` that belong to the cases are kept; the
     table is written after each run.
@@ -302,12 +309,13 @@ def fresh_positional(name: str) -> None:
 
     def key(r):
         return tuple(round(float(r[c]), 6) for c in ("sigma", "lambda", "omega", "d", "seed", "alpha"))
-    jobs = [(kw, a, d, s) for kw, alphas, runs in FRESH_POSITIONAL for d, seeds in runs.items()
+    start, cases = FRESH[name]
+    jobs = [(kw, a, d, s, start) for kw, alphas, runs in cases for d, seeds in runs.items()
             for s in seeds for a in alphas]
-    for kw, a, d, _ in jobs:  # refused before anything runs
+    for kw, a, d, _, _ in jobs:  # refused before anything runs
         n_samples(a, d, attnlab.ModelParams(**kw).L)
-    wanted = {key(dict(sigma=p.sigma, omega=p.omega, d=d, seed=s, alpha=a, **{"lambda": p.lam})): (kw, a, d, s)
-              for kw, a, d, s in jobs for p in [attnlab.ModelParams(**kw)]}
+    wanted = {key(dict(sigma=p.sigma, omega=p.omega, d=d, seed=s, alpha=a, **{"lambda": p.lam})): job
+              for job in jobs for kw, a, d, s, _ in [job] for p in [attnlab.ModelParams(**kw)]}
     rows, seconds = [], 0.0
     if (OUT / f"{name}.csv").exists():
         old = load_book_data(name)
@@ -323,10 +331,11 @@ def fresh_positional(name: str) -> None:
             print(f"{name}: sigma {r['sigma']} lambda {r['lambda']} d {r['d']} seed {r['seed']} alpha {r['alpha']}: "
                   f"{r['outcome']} m {r['m']:.4f} theta {r['theta']:.4f} ({r['seconds']} s)", flush=True)
             rows.sort(key=key)
-            _write(name, rows, "gradient descent (L-BFGS after the GD warm-up, one thread per run) from the "
-                   "positional start Q0 = 0.5 * 1_d, a fresh run with its own training set at every alpha (no warm "
-                   "start): " + "; ".join(f"{kw}: alpha {list(alphas)}, " + ", ".join(
-                       f"d = {d}: seeds {list(s)}" for d, s in runs.items()) for kw, alphas, runs in FRESH_POSITIONAL)
+            what = "the positional start Q0 = 0.5 * 1_d" if start == "positional" else "the informed start Q0 = Q*"
+            _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, one thread per run) from {what}, "
+                   "a fresh run with its own training set at every alpha (no warm start): " + "; ".join(
+                       f"{kw}: alpha {list(alphas)}, " + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items())
+                       for kw, alphas, runs in cases)
                    + " (other parameters the defaults: sigma = 0.5, lambda = 0.01); m, theta sign-canonicalised; "
                    "outcome by attnlab.metrics.classify_outcome; seconds: wall time of the runs, summed over "
                    "resumed runs", seconds + time.perf_counter() - t0)
@@ -456,7 +465,7 @@ def _usage(message: str) -> None:
 
 
 TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS,
-          "fresh_positional")
+          *FRESH)
 
 
 def main(argv: list[str]) -> None:
@@ -496,8 +505,9 @@ def main(argv: list[str]) -> None:
     for name in EXITS:
         if name in todo:
             exits(name)
-    if "fresh_positional" in todo:
-        fresh_positional("fresh_positional")
+    for name in FRESH:
+        if name in todo:
+            fresh(name)
 
 
 if __name__ == "__main__":
