@@ -278,7 +278,11 @@ FRESH = {
     # omega 0.5 (2.01)
     "fresh_semantic": ("semantic", [
         (dict(omega=0.0, sigma=0.4), (0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3), {2000: range(4), 4000: range(4)}),
-        (dict(omega=0.5, lam=0.02), (1.9, 2.0, 2.1, 2.2, 2.3, 2.4), {2000: range(4), 4000: range(4)})]),
+        (dict(omega=0.5, lam=0.02), (1.9, 2.0, 2.1, 2.2, 2.3, 2.4), {2000: range(4), 4000: range(4)}),
+        # a larger size where the runs at d = 4000 switch (lambda 0.02: alpha 2.1 at d = 8000 needs
+        # more memory than attnlab allows on a 24 GiB machine)
+        (dict(omega=0.0, sigma=0.4), (1.1, 1.15, 1.2), {8000: range(4)}),
+        (dict(omega=0.5, lam=0.02), (2.1, 2.2, 2.3), {6000: range(4)})]),
 }
 
 
