@@ -320,11 +320,12 @@ def fresh(name: str) -> None:
         n_samples(a, d, attnlab.ModelParams(**kw).L)
     wanted = {key(dict(sigma=p.sigma, omega=p.omega, d=d, seed=s, alpha=a, **{"lambda": p.lam})): job
               for job in jobs for kw, a, d, s, _ in [job] for p in [attnlab.ModelParams(**kw)]}
-    rows, seconds = [], 0.0
+    rows, seconds, note = [], 0.0, ""
     if (OUT / f"{name}.csv").exists():
-        old = load_book_data(name)
+        old, prov = load_book_data(name), load_book_provenance(name)
         rows = [r for r in (dict(zip(old, col)) for col in zip(*old.values())) if key(r) in wanted]
-        seconds = float(load_book_provenance(name)["seconds"])
+        seconds = float(prov["seconds"])
+        note = f"; {len(rows)} runs kept from the table written at commit {prov['git_commit']}" if rows else ""
     todo = [wanted[k] for k in wanted if k not in {key(r) for r in rows}]
     todo.sort(key=lambda j: -j[1] * j[2] ** 2)  # longest first
     t0 = time.perf_counter()
@@ -337,12 +338,12 @@ def fresh(name: str) -> None:
             rows.sort(key=key)
             what = "the positional start Q0 = 0.5 * 1_d" if start == "positional" else "the informed start Q0 = Q*"
             _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, one thread per run) from {what}, "
-                   "a fresh run with its own training set at every alpha (no warm start): " + "; ".join(
+                   "a fresh run at every alpha (no warm start) on the first alpha * d samples of the seed's draw: " + "; ".join(
                        f"{kw}: alpha {list(alphas)}, " + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items())
                        for kw, alphas, runs in cases)
                    + " (other parameters the defaults: sigma = 0.5, lambda = 0.01); m, theta sign-canonicalised; "
                    "outcome by attnlab.metrics.classify_outcome; seconds: wall time of the runs, summed over "
-                   "resumed runs", seconds + time.perf_counter() - t0)
+                   f"resumed runs{note}", seconds + time.perf_counter() - t0)
 
 
 #: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
