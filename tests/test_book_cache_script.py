@@ -84,3 +84,33 @@ def test_no_shipped_table_says_it_was_computed_from_uncommitted_code():
     assert metas
     dirty = [p.name for p in metas if json.loads(p.read_text()).get("git_dirty") is True]
     assert dirty == []
+
+
+def test_a_fresh_table_resumes_and_its_first_run_is_the_sweeps_first_run(script, monkeypatch):
+    """Chapter 6 "From a fresh start" compares fresh runs with the followed sweeps: at the sweep's
+    first alpha the two must be one run (same training set, same start); a resumed table keeps
+    the runs it has, digit for digit, and names the commit they came from."""
+    import csv
+
+    import attnlab
+    from attnlab.hysteresis import follow_minimum
+    monkeypatch.setitem(sys.modules, "make_book_cache", script)  # the worker processes unpickle its functions
+    case = dict(omega=0.0)
+    monkeypatch.setattr(script, "FRESH", {"fresh_positional": ("positional", [(case, (0.5, 0.8), {40: range(1)})])})
+    script.fresh("fresh_positional")
+    table = script.OUT / "fresh_positional.csv"
+    first = table.read_text().splitlines()
+    assert len(first) == 3
+    sweep = follow_minimum(attnlab.ModelParams(**case), [0.5, 0.8], 40, start="positional", seed=0)
+    with open(table, newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if float(r["alpha"]) == 0.5)
+    for col in ("m", "theta", "qnorm", "eps_t"):
+        assert float(row[col]) == pytest.approx(float(sweep[col][0]), rel=1e-8)
+    assert row["outcome"] == str(sweep["outcome"][0])
+
+    monkeypatch.setattr(script, "FRESH", {"fresh_positional": ("positional", [(case, (0.5, 0.8), {40: range(2)})])})
+    script.fresh("fresh_positional")
+    second = table.read_text().splitlines()
+    assert len(second) == 5 and set(first) <= set(second)  # the two runs kept as written
+    meta = json.loads((script.OUT / "fresh_positional.json").read_text())
+    assert "2 runs kept from the table written at commit" in meta["description"]

@@ -303,13 +303,12 @@ def _fresh_row(job: tuple) -> dict:
 def fresh(name: str) -> None:
     """Gradient descent from one start, fresh at every alpha (``FRESH[name]``).
 
-    Resumes: rows already in ``book/_data/NAME.csv`` that belong to the cases are kept; the
-    table is written after each run.
+    Resumes: rows already in ``book/_data/NAME.csv`` that belong to the cases are kept as they are;
+    the table is written after each run; a run that fails is reported at the end, after the others.
     """
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from attnlab.data import n_samples
-    from attnlab.experiments.figures import load_book_data, load_book_provenance
 
     def key(r):
         return tuple(round(float(r[c]), 6) for c in ("sigma", "lambda", "omega", "d", "seed", "alpha"))
@@ -321,18 +320,25 @@ def fresh(name: str) -> None:
     wanted = {key(dict(sigma=p.sigma, omega=p.omega, d=d, seed=s, alpha=a, **{"lambda": p.lam})): job
               for job in jobs for kw, a, d, s, _ in [job] for p in [attnlab.ModelParams(**kw)]}
     rows, seconds, note = [], 0.0, ""
-    if (OUT / f"{name}.csv").exists():
-        old, prov = load_book_data(name), load_book_provenance(name)
-        rows = [r for r in (dict(zip(old, col)) for col in zip(*old.values())) if key(r) in wanted]
+    if (OUT / f"{name}.csv").exists():  # kept as written (text), so a resumed table keeps their digits
+        with open(OUT / f"{name}.csv", newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if key(r) in wanted]
+        prov = json.loads((OUT / f"{name}.json").read_text())
         seconds = float(prov["seconds"])
         note = f"; {len(rows)} runs kept from the table written at commit {prov['git_commit']}" if rows else ""
     todo = [wanted[k] for k in wanted if k not in {key(r) for r in rows}]
     todo.sort(key=lambda j: -j[1] * j[2] ** 2)  # longest first
-    t0 = time.perf_counter()
+    t0, failed = time.perf_counter(), []
     with ProcessPoolExecutor(2) as pool:
-        for fut in as_completed([pool.submit(_fresh_row, job) for job in todo]):
-            rows.append({k: (v.item() if hasattr(v, "item") else v) for k, v in fut.result().items()})
-            r = rows[-1]
+        futures = {pool.submit(_fresh_row, job): job for job in todo}
+        for fut in as_completed(futures):
+            try:
+                r = fut.result()
+            except Exception as err:  # reported at the end, after the other runs are saved
+                kw, a, d, seed, _ = futures[fut]
+                failed.append(f"{kw} alpha {a} d {d} seed {seed}: {err}")
+                continue
+            rows.append(r)
             print(f"{name}: sigma {r['sigma']} lambda {r['lambda']} d {r['d']} seed {r['seed']} alpha {r['alpha']}: "
                   f"{r['outcome']} m {r['m']:.4f} theta {r['theta']:.4f} ({r['seconds']} s)", flush=True)
             rows.sort(key=key)
@@ -344,6 +350,9 @@ def fresh(name: str) -> None:
                    + " (other parameters the defaults: sigma = 0.5, lambda = 0.01); m, theta sign-canonicalised; "
                    "outcome by attnlab.metrics.classify_outcome; seconds: wall time of the runs, summed over "
                    f"resumed runs{note}", seconds + time.perf_counter() - t0)
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(todo)} runs failed (the others are in {name}.csv; "
+                         "run again to retry):\n" + "\n".join(failed))
 
 
 #: Where gradient descent leaves the semantic minimum (Chapter 6, "Where gradient descent leaves,
