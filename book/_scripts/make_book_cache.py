@@ -18,8 +18,9 @@ minutes each on two cores, response_sizes under a minute)::
 
 and the followed sweeps of ``EXITS`` (exits, exits_sigma_lambda, exits_positional,
 exits_positional_sigma_lambda, exits_positional_omega03, approach_positional: half an hour to
-several hours each on two cores; resumable) and fresh_positional, fresh_semantic (gradient
-descent from one start, fresh at each alpha; resumable)::
+several hours each on two cores; resumable), fresh_positional, fresh_semantic (gradient
+descent from one start, fresh at each alpha; resumable) and thresholds_semantic (bisection
+per training set, about an hour; resumable)::
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
@@ -300,6 +301,11 @@ def _fresh_row(job: tuple) -> dict:
                 seconds=round(time.perf_counter() - t0, 1))
 
 
+def _fresh_key(r: dict) -> tuple:
+    """A fresh run's identity in a table: its parameters, size, seed and alpha."""
+    return tuple(round(float(r[c]), 6) for c in ("sigma", "lambda", "omega", "d", "seed", "alpha"))
+
+
 def fresh(name: str) -> None:
     """Gradient descent from one start, fresh at every alpha (``FRESH[name]``).
 
@@ -310,8 +316,7 @@ def fresh(name: str) -> None:
 
     from attnlab.data import n_samples
 
-    def key(r):
-        return tuple(round(float(r[c]), 6) for c in ("sigma", "lambda", "omega", "d", "seed", "alpha"))
+    key = _fresh_key
     start, cases = FRESH[name]
     jobs = [(kw, a, d, s, start) for kw, alphas, runs in cases for d, seeds in runs.items()
             for s in seeds for a in alphas]
@@ -352,6 +357,86 @@ def fresh(name: str) -> None:
                    f"resumed runs{note}", seconds + time.perf_counter() - t0)
     if failed:
         raise SystemExit(f"{len(failed)} of {len(todo)} runs failed (the others are in {name}.csv; "
+                         "run again to retry):\n" + "\n".join(failed))
+
+
+#: Where a fresh run from Q* stops ending on the semantic minimum, one training set at a time
+#: (Chapter 6, "From a fresh start, as d grows"): bisection in alpha between a run that does not
+#: end semantic (lo) and one that does (hi), each a fresh run as in FRESH. Per table: ModelParams
+#: keywords and {d: ((lo, hi), seeds, bisection steps)}; hi at d = 10000 is the largest alpha
+#: attnlab's memory guard admits on a 24 GiB machine.
+THRESHOLDS = {
+    "thresholds_semantic": (dict(omega=0.0, sigma=0.4), {
+        2000: ((1.0, 2.28), range(12), 6), 4000: ((1.0, 1.64), range(10), 5),
+        8000: ((1.0, 1.48), range(8), 5), 10000: ((1.0, 1.34), range(4), 4)}),
+}
+
+
+def _bisect_seed(job: tuple) -> list[dict]:
+    """One training set's bisection: its runs in the order made, each carrying the final bracket
+    (``alpha_lo``, ``alpha_hi``; empty where lo ends semantic or hi does not: no bracket)."""
+    kw, d, seed, (lo, hi), steps, kept = job
+    rows = []
+
+    def semantic(alpha: float) -> bool:
+        r = dict(kept.get(round(alpha, 6)) or _fresh_row((kw, alpha, d, seed, "semantic")))
+        r["step"] = len(rows)
+        rows.append(r)
+        return r["outcome"] == "semantic"
+    bracketed = not semantic(lo) and semantic(hi)
+    for _ in range(steps if bracketed else 0):
+        mid = round((lo + hi) / 2, 6)
+        lo, hi = (lo, mid) if semantic(mid) else (mid, hi)
+    for r in rows:
+        r.update(alpha_lo=lo if bracketed else "", alpha_hi=hi if bracketed else "")
+    return rows
+
+
+def thresholds(name: str) -> None:
+    """Per training set, the alpha below which a fresh run from Q* no longer ends semantic
+    (``THRESHOLDS[name]``, bisection). Resumes: a training set whose runs are all in the table
+    is kept as written, a run already there is not made again; the table is written after
+    each training set."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from attnlab.data import n_samples
+    kw, sizes = THRESHOLDS[name]
+    p = attnlab.ModelParams(**kw)
+    for d, ((_, hi), _, _) in sizes.items():  # refused before anything runs
+        n_samples(hi, d, p.L)
+    kept = []
+    if (OUT / f"{name}.csv").exists():
+        with open(OUT / f"{name}.csv", newline="") as fh:
+            kept = list(csv.DictReader(fh))
+    seconds = float(json.loads((OUT / f"{name}.json").read_text())["seconds"]) if kept else 0.0
+    jobs = [(kw, d, s, bracket, steps, {round(float(r["alpha"]), 6): r for r in kept
+                                        if int(r["d"]) == d and int(r["seed"]) == s})
+            for d, (bracket, seeds, steps) in sizes.items() for s in seeds]
+    jobs.sort(key=lambda j: -j[1])  # largest d first
+    rows, t0, failed = [], time.perf_counter(), []
+    with ProcessPoolExecutor(2) as pool:
+        futures = {pool.submit(_bisect_seed, job): job for job in jobs}
+        for fut in as_completed(futures):
+            try:
+                rows += fut.result()
+            except Exception as err:  # reported at the end, after the other training sets are saved
+                failed.append(f"d {futures[fut][1]} seed {futures[fut][2]}: {err}")
+                continue
+            r = rows[-1]
+            print(f"{name}: d {r['d']} seed {r['seed']}: bracket [{r['alpha_lo']}, {r['alpha_hi']}]", flush=True)
+            rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), int(r["step"])))
+            _write(name, rows, "per training set, bisection in alpha for where gradient descent (L-BFGS after "
+                   "the GD warm-up, one thread per run) from the informed start Q0 = Q*, a fresh run at every "
+                   f"alpha on the first alpha * d samples of the seed's draw, stops ending semantic: {kw} (other "
+                   "parameters the defaults: sigma = 0.5, lambda = 0.01); " + "; ".join(
+                       f"d = {d}: bracket {list(b)}, seeds {list(s)}, {k} bisection steps" for d, (b, s, k) in sizes.items())
+                   + "; step: the order of the runs; alpha_lo, alpha_hi: the final bracket (empty: lo ends semantic "
+                   "or hi does not); m, theta sign-canonicalised; outcome by attnlab.metrics.classify_outcome; "
+                   "seconds: wall time of the runs" + (f"; resumed from the table written at commit "
+                                                      f"{json.loads((OUT / f'{name}.json').read_text())['git_commit']}"
+                                                      if kept else ""), seconds + time.perf_counter() - t0)
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(jobs)} training sets failed (the others are in {name}.csv; "
                          "run again to retry):\n" + "\n".join(failed))
 
 
@@ -479,7 +564,7 @@ def _usage(message: str) -> None:
 
 
 TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS,
-          *FRESH)
+          *FRESH, *THRESHOLDS)
 
 
 def main(argv: list[str]) -> None:
@@ -522,6 +607,9 @@ def main(argv: list[str]) -> None:
     for name in FRESH:
         if name in todo:
             fresh(name)
+    for name in THRESHOLDS:
+        if name in todo:
+            thresholds(name)
 
 
 if __name__ == "__main__":
