@@ -114,3 +114,41 @@ def test_a_fresh_table_resumes_and_its_first_run_is_the_sweeps_first_run(script,
     assert len(second) == 5 and set(first) <= set(second)  # the two runs kept as written
     meta = json.loads((script.OUT / "fresh_positional.json").read_text())
     assert "2 runs kept from the table written at commit" in meta["description"]
+
+
+def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monkeypatch):
+    """Chapter 6 reads, per training set, the bracket in alpha where a fresh run from Q* stops
+    ending semantic: its lower end's run must not end semantic, its upper end's must, the
+    bracket must have halved at every step, and every run must be the fresh run of that alpha
+    (the protocol of the fresh tables). No bracket (both ends semantic) is recorded as such; a
+    resumed table keeps the training sets it has, as written."""
+    import csv
+
+    monkeypatch.setitem(sys.modules, "make_book_cache", script)  # the worker processes unpickle its functions
+    case = dict(omega=0.0, sigma=0.4)
+    monkeypatch.setattr(script, "THRESHOLDS", {"thresholds_semantic": (case, {300: ((1.0, 2.28), range(1), 3)})})
+    script.thresholds("thresholds_semantic")
+    table = script.OUT / "thresholds_semantic.csv"
+    first = table.read_text().splitlines()
+    with open(table, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in rows] == [0, 1, 2, 3, 4]
+    lo, hi = float(rows[0]["alpha_lo"]), float(rows[0]["alpha_hi"])
+    assert hi - lo == pytest.approx((2.28 - 1.0) / 2 ** 3)
+    outcome = {float(r["alpha"]): r["outcome"] for r in rows}
+    assert outcome[lo] != "semantic" and outcome[hi] == "semantic"
+    assert [float(r["alpha"]) for r in rows[:3]] == [1.0, 2.28, 1.64]
+    fresh = script._fresh_row((case, float(rows[2]["alpha"]), 300, 0, "semantic"))
+    for col in ("m", "theta", "eps_t"):
+        assert float(rows[2][col]) == pytest.approx(fresh[col], rel=1e-9)  # 10 digits written
+
+    sizes = {300: ((1.0, 2.28), range(1), 3), 200: ((2.0, 2.28), range(1), 3)}  # 200: no bracket (lo semantic)
+    monkeypatch.setattr(script, "THRESHOLDS", {"thresholds_semantic": (case, sizes)})
+    script.thresholds("thresholds_semantic")
+    second = table.read_text().splitlines()
+    assert set(first) <= set(second)  # the first training set kept as written
+    with open(table, newline="") as fh:
+        none = [r for r in csv.DictReader(fh) if r["d"] == "200"]
+    assert len(none) == 1 and none[0]["outcome"] == "semantic" and none[0]["alpha_lo"] == none[0]["alpha_hi"] == ""
+    meta = json.loads((script.OUT / "thresholds_semantic.json").read_text())
+    assert "resumed from the table written at commit" in meta["description"]
