@@ -368,7 +368,7 @@ def fresh(name: str) -> None:
 THRESHOLDS = {
     "thresholds_semantic": (dict(omega=0.0, sigma=0.4), {
         2000: ((1.0, 2.28), range(12), 6), 4000: ((1.0, 1.64), range(10), 5),
-        8000: ((1.0, 1.48), range(8), 5), 10000: ((1.0, 1.31), range(4), 4)}),
+        8000: ((1.0, 1.48), range(12), 5), 10000: ((1.0, 1.31), range(8), 4)}),
 }
 
 
