@@ -142,13 +142,22 @@ def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monke
     for col in ("m", "theta", "eps_t"):
         assert float(rows[2][col]) == pytest.approx(fresh[col], rel=1e-9)  # 10 digits written
 
-    sizes = {300: ((1.0, 2.28), range(1), 3), 200: ((2.0, 2.28), range(1), 3)}  # 200: no bracket (lo semantic)
+    # 200: no bracket (lo semantic); 400 and 350 run first (largest d first, two workers), so the
+    # first write of the resumed table comes before the kept training set is done again
+    sizes = {300: ((1.0, 2.28), range(1), 3), 200: ((2.0, 2.28), range(1), 3), 400: ((2.0, 2.28), range(1), 1),
+             350: ((2.0, 2.28), range(1), 1)}
     monkeypatch.setattr(script, "THRESHOLDS", {"thresholds_semantic": (case, sizes)})
+    first_commit = json.loads((script.OUT / "thresholds_semantic.json").read_text())["git_commit"]
+    monkeypatch.setattr(script, "PROVENANCE", {"git_commit": "a later commit", "git_dirty": False})
+    written, write = [], script._write
+    monkeypatch.setattr(script, "_write", lambda name, rows, *a, **k: (written.append(len(rows)), write(name, rows, *a, **k)))
     script.thresholds("thresholds_semantic")
+    assert min(written) >= len(first) - 1  # every write of the resumed table holds the runs it kept
     second = table.read_text().splitlines()
     assert set(first) <= set(second)  # the first training set kept as written
     with open(table, newline="") as fh:
         none = [r for r in csv.DictReader(fh) if r["d"] == "200"]
     assert len(none) == 1 and none[0]["outcome"] == "semantic" and none[0]["alpha_lo"] == none[0]["alpha_hi"] == ""
     meta = json.loads((script.OUT / "thresholds_semantic.json").read_text())
-    assert "resumed from the table written at commit" in meta["description"]
+    assert f"resumed from the table written at commit {first_commit}" in meta["description"]
+    assert meta["git_commit"] == "a later commit"

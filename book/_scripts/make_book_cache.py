@@ -408,21 +408,25 @@ def thresholds(name: str) -> None:
     if (OUT / f"{name}.csv").exists():
         with open(OUT / f"{name}.csv", newline="") as fh:
             kept = list(csv.DictReader(fh))
-    seconds = float(json.loads((OUT / f"{name}.json").read_text())["seconds"]) if kept else 0.0
+    prov = json.loads((OUT / f"{name}.json").read_text()) if kept else {}
+    seconds = float(prov.get("seconds", 0.0))
     jobs = [(kw, d, s, bracket, steps, {round(float(r["alpha"]), 6): r for r in kept
                                         if int(r["d"]) == d and int(r["seed"]) == s})
             for d, (bracket, seeds, steps) in sizes.items() for s in seeds]
     jobs.sort(key=lambda j: -j[1])  # largest d first
-    rows, t0, failed = [], time.perf_counter(), []
+    wanted = {(d, s) for _, d, s, *_ in jobs}
+    rows = [r for r in kept if (int(r["d"]), int(r["seed"])) in wanted]  # on disk until replaced: nothing lost
+    t0, failed = time.perf_counter(), []
     with ProcessPoolExecutor(2) as pool:
         futures = {pool.submit(_bisect_seed, job): job for job in jobs}
         for fut in as_completed(futures):
             try:
-                rows += fut.result()
+                new = fut.result()
             except Exception as err:  # reported at the end, after the other training sets are saved
                 failed.append(f"d {futures[fut][1]} seed {futures[fut][2]}: {err}")
                 continue
-            r = rows[-1]
+            r = new[-1]
+            rows = [q for q in rows if (int(q["d"]), int(q["seed"])) != (int(r["d"]), int(r["seed"]))] + new
             print(f"{name}: d {r['d']} seed {r['seed']}: bracket [{r['alpha_lo']}, {r['alpha_hi']}]", flush=True)
             rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), int(r["step"])))
             _write(name, rows, "per training set, bisection in alpha for where gradient descent (L-BFGS after "
@@ -433,8 +437,8 @@ def thresholds(name: str) -> None:
                    + "; step: the order of the runs; alpha_lo, alpha_hi: the final bracket (empty: lo ends semantic "
                    "or hi does not); m, theta sign-canonicalised; outcome by attnlab.metrics.classify_outcome; "
                    "seconds: wall time of the runs" + (f"; resumed from the table written at commit "
-                                                      f"{json.loads((OUT / f'{name}.json').read_text())['git_commit']}"
-                                                      if kept else ""), seconds + time.perf_counter() - t0)
+                                                      f"{prov['git_commit']}" if kept else ""),
+                   seconds + time.perf_counter() - t0)
     if failed:
         raise SystemExit(f"{len(failed)} of {len(jobs)} training sets failed (the others are in {name}.csv; "
                          "run again to retry):\n" + "\n".join(failed))
