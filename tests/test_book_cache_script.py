@@ -118,7 +118,7 @@ def test_a_fresh_table_resumes_and_its_first_run_is_the_sweeps_first_run(script,
 
 def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monkeypatch):
     """Chapter 6 reads, per training set, the bracket in alpha where a fresh run from Q* stops
-    ending semantic: its lower end's run must not end semantic, its upper end's must, the
+    ending on the semantic minimum (|theta| > |m|): its lower end's run must not, its upper end's must, the
     bracket must have halved at every step, and every run must be the fresh run of that alpha
     (the protocol of the fresh tables). No bracket (both ends semantic) is recorded as such; a
     resumed table keeps the training sets it has, as written."""
@@ -135,8 +135,8 @@ def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monke
     assert [int(r["step"]) for r in rows] == [0, 1, 2, 3, 4]
     lo, hi = float(rows[0]["alpha_lo"]), float(rows[0]["alpha_hi"])
     assert hi - lo == pytest.approx((2.28 - 1.0) / 2 ** 3)
-    outcome = {float(r["alpha"]): r["outcome"] for r in rows}
-    assert outcome[lo] != "semantic" and outcome[hi] == "semantic"
+    on_semantic = {float(r["alpha"]): abs(float(r["theta"])) > abs(float(r["m"])) for r in rows}
+    assert not on_semantic[lo] and on_semantic[hi]
     assert [float(r["alpha"]) for r in rows[:3]] == [1.0, 2.28, 1.64]
     fresh = script._fresh_row((case, float(rows[2]["alpha"]), 300, 0, "semantic"))
     for col in ("m", "theta", "eps_t"):
@@ -157,7 +157,8 @@ def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monke
     assert set(first) <= set(second)  # the first training set kept as written
     with open(table, newline="") as fh:
         none = [r for r in csv.DictReader(fh) if r["d"] == "200"]
-    assert len(none) == 1 and none[0]["outcome"] == "semantic" and none[0]["alpha_lo"] == none[0]["alpha_hi"] == ""
+    assert len(none) == 1 and abs(float(none[0]["theta"])) > abs(float(none[0]["m"]))
+    assert none[0]["alpha_lo"] == none[0]["alpha_hi"] == ""
     meta = json.loads((script.OUT / "thresholds_semantic.json").read_text())
     assert f"resumed from the table written at commit {first_commit}" in meta["description"]
     assert meta["git_commit"] == "a later commit"

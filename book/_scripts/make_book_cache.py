@@ -361,8 +361,8 @@ def fresh(name: str) -> None:
 
 
 #: Where a fresh run from Q* stops ending on the semantic minimum, one training set at a time
-#: (Chapter 6, "From a fresh start, as d grows"): bisection in alpha between a run that does not
-#: end semantic (lo) and one that does (hi), each a fresh run as in FRESH. Per table: ModelParams
+#: (Chapter 6, "One training set at a time"): bisection in alpha between a run that does not
+#: end on the semantic minimum (lo) and one that does (hi), each a fresh run as in FRESH. Per table: ModelParams
 #: keywords and {d: ((lo, hi), seeds, bisection steps)}; hi at d = 10000 is the largest alpha
 #: attnlab's memory guard admits on a 24 GiB machine.
 THRESHOLDS = {
@@ -374,7 +374,11 @@ THRESHOLDS = {
 
 def _bisect_seed(job: tuple) -> list[dict]:
     """One training set's bisection: its runs in the order made, each carrying the final bracket
-    (``alpha_lo``, ``alpha_hi``; empty where lo ends semantic or hi does not: no bracket)."""
+    (``alpha_lo``, ``alpha_hi``; empty where lo ends semantic or hi does not: no bracket).
+
+    A run ends on the semantic minimum when ``|theta| > |m|``: near the minimum's end its m
+    softens, and runs with theta ~ 0.3 and |m| just above attnlab.metrics.OUTCOME_MIN (outcome
+    "mixed") are on it, far from the positional minimum's |m| ~ 0.19, theta ~ 0."""
     kw, d, seed, (lo, hi), steps, kept = job
     rows = []
 
@@ -382,7 +386,7 @@ def _bisect_seed(job: tuple) -> list[dict]:
         r = dict(kept.get(round(alpha, 6)) or _fresh_row((kw, alpha, d, seed, "semantic")))
         r["step"] = len(rows)
         rows.append(r)
-        return r["outcome"] == "semantic"
+        return abs(float(r["theta"])) > abs(float(r["m"]))
     bracketed = not semantic(lo) and semantic(hi)
     for _ in range(steps if bracketed else 0):
         mid = round((lo + hi) / 2, 6)
@@ -434,8 +438,8 @@ def thresholds(name: str) -> None:
                    f"alpha on the first alpha * d samples of the seed's draw, stops ending semantic: {kw} (other "
                    "parameters the defaults: sigma = 0.5, lambda = 0.01); " + "; ".join(
                        f"d = {d}: bracket {list(b)}, seeds {list(s)}, {k} bisection steps" for d, (b, s, k) in sizes.items())
-                   + "; step: the order of the runs; alpha_lo, alpha_hi: the final bracket (empty: lo ends semantic "
-                   "or hi does not); m, theta sign-canonicalised; outcome by attnlab.metrics.classify_outcome; "
+                   + "; a run ends on the semantic minimum when |theta| > |m|; step: the order of the runs; "
+                   "alpha_lo, alpha_hi: the final bracket (empty: lo ends semantic or hi does not); m, theta sign-canonicalised; outcome by attnlab.metrics.classify_outcome; "
                    "seconds: wall time of the runs" + (f"; resumed from the table written at commit "
                                                       f"{prov['git_commit']}" if kept else ""),
                    seconds + time.perf_counter() - t0)
