@@ -367,7 +367,7 @@ def fresh(name: str) -> None:
 #: attnlab's memory guard admits on a 24 GiB machine.
 THRESHOLDS = {
     "thresholds_semantic": (dict(omega=0.0, sigma=0.4), {
-        2000: ((1.0, 2.28), range(12), 6), 4000: ((1.0, 1.64), range(10), 5),
+        2000: ((1.0, 2.28), range(12), 6), 4000: ((1.0, 1.64), range(12), 5),
         8000: ((1.0, 1.48), range(12), 5), 10000: ((1.0, 1.31), range(8), 4)}),
 }
 
