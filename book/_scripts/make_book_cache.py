@@ -301,6 +301,22 @@ def _fresh_row(job: tuple) -> dict:
                 seconds=round(time.perf_counter() - t0, 1))
 
 
+def _completed(fn, jobs: list, failed: list, name_of):
+    """Yield ``fn(job)`` for each job as it completes, on two worker processes; a job that raises
+    is added to ``failed`` as ``"name_of(job): error"``, for the caller to report after it has
+    saved the others."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    with ProcessPoolExecutor(2) as pool:
+        futures = {pool.submit(fn, job): job for job in jobs}
+        for fut in as_completed(futures):
+            try:
+                result = fut.result()
+            except Exception as err:  # reported by the caller, after the other jobs are saved
+                failed.append(f"{name_of(futures[fut])}: {err}")
+                continue
+            yield result
+
+
 def _fresh_key(r: dict) -> tuple:
     """A fresh run's identity in a table: its parameters, size, seed and alpha."""
     return tuple(round(float(r[c]), 6) for c in ("sigma", "lambda", "omega", "d", "seed", "alpha"))
@@ -312,8 +328,6 @@ def fresh(name: str) -> None:
     Resumes: rows already in ``book/_data/NAME.csv`` that belong to the cases are kept as they are;
     the table is written after each run; a run that fails is reported at the end, after the others.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     from attnlab.data import n_samples
 
     key = _fresh_key
@@ -334,27 +348,19 @@ def fresh(name: str) -> None:
     todo = [wanted[k] for k in wanted if k not in {key(r) for r in rows}]
     todo.sort(key=lambda j: -j[1] * j[2] ** 2)  # longest first
     t0, failed = time.perf_counter(), []
-    with ProcessPoolExecutor(2) as pool:
-        futures = {pool.submit(_fresh_row, job): job for job in todo}
-        for fut in as_completed(futures):
-            try:
-                r = fut.result()
-            except Exception as err:  # reported at the end, after the other runs are saved
-                kw, a, d, seed, _ = futures[fut]
-                failed.append(f"{kw} alpha {a} d {d} seed {seed}: {err}")
-                continue
-            rows.append(r)
-            print(f"{name}: sigma {r['sigma']} lambda {r['lambda']} d {r['d']} seed {r['seed']} alpha {r['alpha']}: "
-                  f"{r['outcome']} m {r['m']:.4f} theta {r['theta']:.4f} ({r['seconds']} s)", flush=True)
-            rows.sort(key=key)
-            what = "the positional start Q0 = 0.5 * 1_d" if start == "positional" else "the informed start Q0 = Q*"
-            _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, one thread per run) from {what}, "
-                   "a fresh run at every alpha (no warm start) on the first alpha * d samples of the seed's draw: " + "; ".join(
-                       f"{kw}: alpha {list(alphas)}, " + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items())
-                       for kw, alphas, runs in cases)
-                   + " (other parameters the defaults: sigma = 0.5, lambda = 0.01); m, theta sign-canonicalised; "
-                   "outcome by attnlab.metrics.classify_outcome; seconds: wall time of the runs, summed over "
-                   f"resumed runs{note}", seconds + time.perf_counter() - t0)
+    for r in _completed(_fresh_row, todo, failed, lambda j: f"{j[0]} alpha {j[1]} d {j[2]} seed {j[3]}"):
+        rows.append(r)
+        print(f"{name}: sigma {r['sigma']} lambda {r['lambda']} d {r['d']} seed {r['seed']} alpha {r['alpha']}: "
+              f"{r['outcome']} m {r['m']:.4f} theta {r['theta']:.4f} ({r['seconds']} s)", flush=True)
+        rows.sort(key=key)
+        what = "the positional start Q0 = 0.5 * 1_d" if start == "positional" else "the informed start Q0 = Q*"
+        _write(name, rows, f"gradient descent (L-BFGS after the GD warm-up, one thread per run) from {what}, "
+               "a fresh run at every alpha (no warm start) on the first alpha * d samples of the seed's draw: " + "; ".join(
+                   f"{kw}: alpha {list(alphas)}, " + ", ".join(f"d = {d}: seeds {list(s)}" for d, s in runs.items())
+                   for kw, alphas, runs in cases)
+               + " (other parameters the defaults: sigma = 0.5, lambda = 0.01); m, theta sign-canonicalised; "
+               "outcome by attnlab.metrics.classify_outcome; seconds: wall time of the runs, summed over "
+               f"resumed runs{note}", seconds + time.perf_counter() - t0)
     if failed:
         raise SystemExit(f"{len(failed)} of {len(todo)} runs failed (the others are in {name}.csv; "
                          "run again to retry):\n" + "\n".join(failed))
@@ -401,8 +407,6 @@ def thresholds(name: str) -> None:
     (``THRESHOLDS[name]``, bisection). Resumes: a training set whose runs are all in the table
     is kept as written, a run already there is not made again; the table is written after
     each training set."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     from attnlab.data import n_samples
     kw, sizes = THRESHOLDS[name]
     p = attnlab.ModelParams(**kw)
@@ -421,28 +425,22 @@ def thresholds(name: str) -> None:
     wanted = {(d, s) for _, d, s, *_ in jobs}
     rows = [r for r in kept if (int(r["d"]), int(r["seed"])) in wanted]  # on disk until replaced: nothing lost
     t0, failed = time.perf_counter(), []
-    with ProcessPoolExecutor(2) as pool:
-        futures = {pool.submit(_bisect_seed, job): job for job in jobs}
-        for fut in as_completed(futures):
-            try:
-                new = fut.result()
-            except Exception as err:  # reported at the end, after the other training sets are saved
-                failed.append(f"d {futures[fut][1]} seed {futures[fut][2]}: {err}")
-                continue
-            r = new[-1]
-            rows = [q for q in rows if (int(q["d"]), int(q["seed"])) != (int(r["d"]), int(r["seed"]))] + new
-            print(f"{name}: d {r['d']} seed {r['seed']}: bracket [{r['alpha_lo']}, {r['alpha_hi']}]", flush=True)
-            rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), int(r["step"])))
-            _write(name, rows, "per training set, bisection in alpha for where gradient descent (L-BFGS after "
-                   "the GD warm-up, one thread per run) from the informed start Q0 = Q*, a fresh run at every "
-                   f"alpha on the first alpha * d samples of the seed's draw, stops ending semantic: {kw} (other "
-                   "parameters the defaults: sigma = 0.5, lambda = 0.01); " + "; ".join(
-                       f"d = {d}: bracket {list(b)}, seeds {list(s)}, {k} bisection steps" for d, (b, s, k) in sizes.items())
-                   + "; a run ends on the semantic minimum when |theta| > |m|; step: the order of the runs; "
-                   "alpha_lo, alpha_hi: the final bracket (empty: lo ends semantic or hi does not); m, theta sign-canonicalised; outcome by attnlab.metrics.classify_outcome; "
-                   "seconds: wall time of the runs" + (f"; resumed from the table written at commit "
-                                                      f"{prov['git_commit']}" if kept else ""),
-                   seconds + time.perf_counter() - t0)
+    for new in _completed(_bisect_seed, jobs, failed, lambda j: f"d {j[1]} seed {j[2]}"):
+        r = new[-1]
+        rows = [q for q in rows if (int(q["d"]), int(q["seed"])) != (int(r["d"]), int(r["seed"]))] + new
+        print(f"{name}: d {r['d']} seed {r['seed']}: bracket [{r['alpha_lo']}, {r['alpha_hi']}]", flush=True)
+        rows.sort(key=lambda r: (int(r["d"]), int(r["seed"]), int(r["step"])))
+        _write(name, rows, "per training set, bisection in alpha for where gradient descent (L-BFGS after "
+               "the GD warm-up, one thread per run) from the informed start Q0 = Q*, a fresh run at every "
+               f"alpha on the first alpha * d samples of the seed's draw, stops ending semantic: {kw} (other "
+               "parameters the defaults: sigma = 0.5, lambda = 0.01); " + "; ".join(
+                   f"d = {d}: bracket {list(b)}, seeds {list(s)}, {k} bisection steps" for d, (b, s, k) in sizes.items())
+               + "; a run ends on the semantic minimum when |theta| > |m|; step: the order of the runs; "
+               "alpha_lo, alpha_hi: the final bracket (empty: lo ends semantic or hi does not); m, theta "
+               "sign-canonicalised; outcome by attnlab.metrics.classify_outcome; "
+               "seconds: wall time of the runs" + (f"; resumed from the table written at commit "
+                                                  f"{prov['git_commit']}" if kept else ""),
+               seconds + time.perf_counter() - t0)
     if failed:
         raise SystemExit(f"{len(failed)} of {len(jobs)} training sets failed (the others are in {name}.csv; "
                          "run again to retry):\n" + "\n".join(failed))
