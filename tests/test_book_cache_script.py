@@ -162,3 +162,48 @@ def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monke
     meta = json.loads((script.OUT / "thresholds_semantic.json").read_text())
     assert f"resumed from the table written at commit {first_commit}" in meta["description"]
     assert meta["git_commit"] == "a later commit"
+
+
+def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(script, monkeypatch):
+    """``--verify`` runs the cheapest sweep of each case again and compares it with the table: a
+    table the code reproduces is recorded as such (rows compared, none differing); one whose
+    number was changed on disk is caught (exit status 1, the row named) and recorded too, and
+    the table's rows are never rewritten."""
+    monkeypatch.setitem(sys.modules, "make_book_cache", script)  # the worker processes unpickle its functions
+    cases = [(dict(omega=0.0), (0.6, 0.5), {40: (0,), 60: (0,)}),
+             (dict(omega=0.0, sigma=0.6), (0.6, 0.5), {40: (1, 0)})]
+    monkeypatch.setattr(script, "EXITS", {"exits_positional_sigma_lambda": cases})
+    monkeypatch.setattr(script, "EXITS_START", {"exits_positional_sigma_lambda": "positional"})
+    monkeypatch.setattr(script, "PROVENANCE", {"git_commit": "made", "git_dirty": False})
+    script.exits("exits_positional_sigma_lambda")
+    table = script.OUT / "exits_positional_sigma_lambda.csv"
+    written = table.read_text()
+
+    monkeypatch.setattr(script, "code_provenance", lambda paths: dict(git_commit="later", git_dirty=False))
+    script.main(["--verify", "exits_positional_sigma_lambda"])
+    meta = json.loads((script.OUT / "exits_positional_sigma_lambda.json").read_text())
+    check = meta["verified"]
+    assert meta["git_commit"] == "made" and check["git_commit"] == "later" and check["git_dirty"] is False
+    # the cheapest sweep of each case: the smallest d, its first seed (seed 1 for sigma 0.6)
+    assert check["sweeps"] == ["{'omega': 0.0} d = 40 seed 0", "{'omega': 0.0, 'sigma': 0.6} d = 40 seed 1"]
+    assert check["rows"] == 4 and check["rows_differing"] == 0 and check["max_relative_difference"] < 1e-8
+    assert table.read_text() == written
+
+    lines = written.splitlines()
+    header = lines[0].split(",")
+    row = next(k for k, line in enumerate(lines) if line.split(",")[header.index("sigma")] == "0.6"
+               and line.split(",")[header.index("seed")] == "1")
+    cells = lines[row].split(",")
+    cells[header.index("theta")] = repr(float(cells[header.index("theta")]) * 1.001)
+    lines[row] = ",".join(cells)
+    table.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit) as err:
+        script.main(["--verify", "exits_positional_sigma_lambda"])
+    assert "1 rows differ" in str(err.value) and "'sigma': 0.6} d = 40 seed 1 alpha" in str(err.value)
+    check = json.loads((script.OUT / "exits_positional_sigma_lambda.json").read_text())["verified"]
+    assert check["rows_differing"] == 1 and 5e-4 < check["max_relative_difference"] < 2e-3
+
+
+def test_verify_is_for_the_followed_tables_only():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--verify", "spinodals"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "exits_positional" in out.stderr

@@ -24,6 +24,11 @@ per training set, about an hour; resumable)::
 
     python book/_scripts/make_book_cache.py exits_positional_sigma_lambda
 
+A followed-sweep table is checked against the current code, without running it all, by running
+the cheapest sweep of each of its cases again (minutes; recorded under ``verified`` in its .json)::
+
+    python book/_scripts/make_book_cache.py --verify exits_positional
+
 It refuses to start while attnlab/ or book/_scripts/ has uncommitted changes (``--allow-dirty``
 runs anyway and records ``git_dirty: true``). Writes ``book/_data/NAME.csv`` and
 ``book/_data/NAME.json`` (what, how, with which code).
@@ -40,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 import attnlab
+from attnlab.experiments.store import read_columns, read_provenance
 from attnlab.experiments.sweeps import code_provenance
 from attnlab.theory import ConvergenceWarning, find_transition, linear_baseline_error, se_curve
 from attnlab.widgets import fast_quadrature
@@ -501,7 +507,6 @@ def exits(name: str) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from attnlab.data import n_samples
-    from attnlab.experiments.figures import load_book_data, load_book_provenance
     cases, label = EXITS[name], len(EXITS[name]) > 1
     start = EXITS_START.get(name, "semantic")
     order = -1.0 if start == "semantic" else 1.0  # the sweep's direction in alpha
@@ -517,7 +522,7 @@ def exits(name: str) -> None:
               for kw, alphas, runs in cases for d, seeds in runs.items() for seed in seeds}
     kept, seconds, note = [], 0.0, ""
     if (OUT / f"{name}.csv").exists():
-        old, prov = load_book_data(name), load_book_provenance(name)
+        old, prov = read_columns(OUT / f"{name}.csv"), read_provenance(OUT / f"{name}.csv")
         kept = [dict(zip(old, col)) for col in zip(*old.values())]
 
         def row_key(r):
@@ -564,6 +569,75 @@ def exits(name: str) -> None:
                          "run again to retry):\n" + "\n".join(failed))
 
 
+#: How close a re-run row must be to the table's (``verify``): the table keeps 10 significant
+#: digits; grad_rms, a norm of what is left of the gradient near 1e-9, may differ more between runs
+#: of the same code and is not compared.
+VERIFY_RTOL = 1e-6
+
+
+def verify(name: str) -> list[str]:
+    """Run again, at the current commit, the cheapest sweep of each case of ``EXITS[name]`` (its
+    smallest d, its first seed) and compare it with the table's rows of that sweep.
+
+    Every number (m, theta, qnorm, eps_t, eps_g) must agree to :data:`VERIFY_RTOL` (relative),
+    ``outcome`` and ``converged`` exactly. The check is recorded in ``NAME.json`` under
+    ``verified`` (commit, git_dirty, the sweeps, rows compared, rows that differ, the largest
+    relative difference, seconds); the table's rows are not touched. For the tables written
+    before their provenance recorded ``git_dirty``: a clean commit that reproduces them.
+
+    Returns
+    -------
+    list of str
+        The rows that differ, one line each (empty: the sweeps are reproduced).
+
+    Raises
+    ------
+    SystemExit
+        Status 2 (one line on stderr) where the table is missing.
+    """
+    start = EXITS_START.get(name, "semantic")
+    label = len(EXITS[name]) > 1
+    old, prov = read_columns(OUT / f"{name}.csv"), read_provenance(OUT / f"{name}.csv")
+    if old is None or prov is None:
+        _usage(f"no table {name} in {OUT} to verify: run make_book_cache.py {name} first")
+    from concurrent.futures import ProcessPoolExecutor
+    t0 = time.perf_counter()
+    numbers, exact = ("m", "theta", "qnorm", "eps_t", "eps_g"), ("outcome", "converged")
+    jobs = [(kw, start, alphas, min(runs), tuple(runs[min(runs)])[0], False, label) for kw, alphas, runs in EXITS[name]]
+    with ProcessPoolExecutor(2) as pool:
+        reruns = list(pool.map(_follow, jobs))
+    checked, differ, worst, sweeps = 0, [], 0.0, []
+    for (kw, _, _, d, seed, _, _), rerun in zip(jobs, reruns):
+        params = attnlab.ModelParams(**kw)
+        sweeps.append(f"{kw} d = {d} seed {seed}")
+        mine = (old["d"] == d) & (old["seed"] == seed)
+        if label:
+            mine &= (np.isclose(old["sigma"], params.sigma) & np.isclose(old["lambda"], params.lam)
+                     & np.isclose(old["omega"], params.omega))
+        stored = {float(a): i for i, a in zip(np.flatnonzero(mine), old["alpha"][mine])}
+        for row in rerun:
+            i = stored.get(float(row["alpha"]))
+            if i is None:
+                differ.append(f"{sweeps[-1]} alpha {row['alpha']}: not in the table")
+                continue
+            checked += 1
+            rel = max(abs(float(row[k]) - float(old[k][i])) / max(abs(float(old[k][i])), 1e-12) for k in numbers)
+            worst = max(worst, rel)
+            if rel > VERIFY_RTOL or any(str(row[k]) != str(old[k][i]) for k in exact):
+                differ.append(f"{sweeps[-1]} alpha {row['alpha']}: relative difference {rel:.1e}, "
+                              + ", ".join(f"{k} {row[k]} (table {old[k][i]})" for k in exact))
+    code = PROVENANCE or code_provenance(CODE_PATHS)
+    prov["verified"] = dict(git_commit=code["git_commit"], git_dirty=code["git_dirty"], sweeps=sweeps,
+                            rows=checked, rows_differing=len(differ), max_relative_difference=float(f"{worst:.3g}"),
+                            rtol=VERIFY_RTOL, seconds=round(time.perf_counter() - t0, 1),
+                            how="make_book_cache.py --verify: the cheapest sweep of each case run again, "
+                                "every number compared with the table's (relative), outcome and converged exactly")
+    (OUT / f"{name}.json").write_text(json.dumps(prov, indent=1) + "\n")
+    print(f"{name}: {checked} rows of {len(sweeps)} sweeps run again, {len(differ)} differ "
+          f"(largest relative difference {worst:.1e})")
+    return [f"{name}: {line}" for line in differ]
+
+
 def _usage(message: str) -> None:
     print(f"make_book_cache.py: {message}", file=sys.stderr)
     sys.exit(2)
@@ -576,19 +650,31 @@ TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda"
 def main(argv: list[str]) -> None:
     """Run the tables named in ``argv`` (default: curves, asymmetric, phase, spinodals).
 
+    With ``--verify`` (followed-sweep tables only, :func:`verify`): run the cheapest sweep of
+    each case again and record whether it reproduces the table; exit status 1 where a row
+    differs.
+
     Exits with status 2 and one line on stderr for a name that is not a table, or when
     attnlab/ or book/_scripts/ has uncommitted changes (unless ``--allow-dirty``).
     """
     global PROVENANCE
-    which = [a for a in argv if a != "--allow-dirty"]
+    which = [a for a in argv if a not in ("--allow-dirty", "--verify")]
     unknown = [a for a in which if a not in TABLES]
     if unknown:
         _usage(f"unknown table {unknown[0]!r}; choose from {', '.join(TABLES)} (or none for the default four)")
+    checking = "--verify" in argv
+    if checking and (not which or any(a not in EXITS for a in which)):
+        _usage(f"--verify checks the followed sweeps: name one or more of {', '.join(EXITS)}")
     PROVENANCE = code_provenance(CODE_PATHS)
     if PROVENANCE["git_dirty"] and "--allow-dirty" not in argv:
         _usage(f"{' or '.join(CODE_PATHS)} has uncommitted changes: commit them first (a table names the "
                "commit it was computed with), or pass --allow-dirty to record git_dirty: true")
     warnings.simplefilter("ignore", ConvergenceWarning)  # recorded per row in `converged`
+    if checking:
+        differ = [line for name in which for line in verify(name)]
+        if differ:
+            raise SystemExit(f"{len(differ)} rows differ from their tables:\n" + "\n".join(differ))
+        return
     todo = which or ["curves", "asymmetric", "phase", "spinodals"]
     if "curves" in todo:
         curves("se_curves", attnlab.ModelParams(),
