@@ -166,9 +166,9 @@ def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monke
 
 def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(script, monkeypatch):
     """``--verify`` runs the cheapest sweep of each case again and compares it with the table: a
-    table the code reproduces is recorded as such (rows compared, none differing); one whose
-    number was changed on disk is caught (exit status 1, the row named) and recorded too, and
-    the table's rows are never rewritten."""
+    table the code reproduces is recorded as such (rows compared, none differing); a number
+    changed on disk before the sweep's first jump, and an outcome changed anywhere, are caught
+    (exit status 1, the rows named) and recorded too, and the table's rows are never rewritten."""
     monkeypatch.setitem(sys.modules, "make_book_cache", script)  # the worker processes unpickle its functions
     cases = [(dict(omega=0.0), (0.6, 0.5), {40: (0,), 60: (0,)}),
              (dict(omega=0.0, sigma=0.6), (0.6, 0.5), {40: (1, 0)})]
@@ -186,22 +186,31 @@ def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(scrip
     assert meta["git_commit"] == "made" and check["git_commit"] == "later" and check["git_dirty"] is False
     # the cheapest sweep of each case: the smallest d, its first seed (seed 1 for sigma 0.6)
     assert check["sweeps"] == ["{'omega': 0.0} d = 40 seed 0", "{'omega': 0.0, 'sigma': 0.6} d = 40 seed 1"]
-    assert check["rows"] == 4 and check["rows_differing"] == 0 and check["max_relative_difference"] < 1e-8
+    assert check["rows"] == 4 and check["rows_differing"] == 0 and check["max_relative_difference_before_jump"] < 1e-8
     assert table.read_text() == written
 
+    # the sweep's first row (before any jump) moved by 1e-3 in theta, and another row's outcome changed
     lines = written.splitlines()
     header = lines[0].split(",")
-    row = next(k for k, line in enumerate(lines) if line.split(",")[header.index("sigma")] == "0.6"
-               and line.split(",")[header.index("seed")] == "1")
-    cells = lines[row].split(",")
-    cells[header.index("theta")] = repr(float(cells[header.index("theta")]) * 1.001)
-    lines[row] = ",".join(cells)
+    col = {c: header.index(c) for c in ("sigma", "seed", "alpha", "theta", "outcome")}
+
+    def row_of(alpha):
+        return next(k for k, line in enumerate(lines) if line.split(",")[col["sigma"]] == "0.6"
+                    and line.split(",")[col["seed"]] == "1" and float(line.split(",")[col["alpha"]]) == alpha)
+    cells = lines[row_of(0.6)].split(",")
+    cells[col["theta"]] = repr(float(cells[col["theta"]]) * 1.001)
+    lines[row_of(0.6)] = ",".join(cells)
+    cells = lines[row_of(0.5)].split(",")
+    cells[col["outcome"]] = "collapsed"
+    lines[row_of(0.5)] = ",".join(cells)
     table.write_text("\n".join(lines) + "\n")
     with pytest.raises(SystemExit) as err:
         script.main(["--verify", "exits_positional_sigma_lambda"])
-    assert "1 rows differ" in str(err.value) and "'sigma': 0.6} d = 40 seed 1 alpha" in str(err.value)
+    assert "2 rows differ" in str(err.value)
+    assert "'sigma': 0.6} d = 40 seed 1 alpha 0.6: outcome" in str(err.value)
+    assert "'sigma': 0.6} d = 40 seed 1 alpha 0.5: outcome" in str(err.value) and "(table collapsed)" in str(err.value)
     check = json.loads((script.OUT / "exits_positional_sigma_lambda.json").read_text())["verified"]
-    assert check["rows_differing"] == 1 and 5e-4 < check["max_relative_difference"] < 2e-3
+    assert check["rows_differing"] == 2 and 5e-4 < check["max_relative_difference_before_jump"] < 2e-3
 
 
 def test_verify_is_for_the_followed_tables_only():

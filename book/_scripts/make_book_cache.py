@@ -569,21 +569,31 @@ def exits(name: str) -> None:
                          "run again to retry):\n" + "\n".join(failed))
 
 
-#: How close a re-run row must be to the table's (``verify``): the table keeps 10 significant
-#: digits; grad_rms, a norm of what is left of the gradient near 1e-9, may differ more between runs
-#: of the same code and is not compared.
-VERIFY_RTOL = 1e-6
+#: How close a re-run row must be to the table's (``verify``), relative and absolute: on this
+#: machine the same sweep run again differs from the book's tables by up to 1.4e-6 (relative) in
+#: an overlap or an error (the L-BFGS runs stop at a gradient of ~1e-9 rms, and the rounding of
+#: another numpy or BLAS moves that point), far below the 3 digits the book shows.
+VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-7
+_NUMBERS = ("m", "theta", "qnorm", "eps_t", "eps_g")
 
 
 def verify(name: str) -> list[str]:
     """Run again, at the current commit, the cheapest sweep of each case of ``EXITS[name]`` (its
     smallest d, its first seed) and compare it with the table's rows of that sweep.
 
-    Every number (m, theta, qnorm, eps_t, eps_g) must agree to :data:`VERIFY_RTOL` (relative),
-    ``outcome`` and ``converged`` exactly. The check is recorded in ``NAME.json`` under
-    ``verified`` (commit, git_dirty, the sweeps, rows compared, rows that differ, the largest
-    relative difference, seconds); the table's rows are not touched. For the tables written
-    before their provenance recorded ``git_dirty``: a clean commit that reproduces them.
+    A sweep follows one minimum until its outcome changes (the run jumps to another minimum):
+    up to there every number (m, theta, qnorm, eps_t, eps_g) must agree within
+    :data:`VERIFY_RTOL` relative plus :data:`VERIFY_ATOL`; the outcome must agree at every
+    alpha, so the jump is where the table has it. Where the run lands after a jump is not
+    compared number for number: a rounding-level difference can pick another of several nearby
+    minima at finite d (the largest difference there is recorded). ``converged`` (whether the
+    gradient's rms fell below its target, ~1e-9) is not compared either: where a run stops close
+    to the target, rounding decides it (the flags that differ are counted).
+
+    The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, the sweeps,
+    rows compared, rows that differ, the largest differences before and after the jump); the
+    table's rows are not touched. For the tables written before their provenance recorded
+    ``git_dirty``: a clean commit that reproduces them.
 
     Returns
     -------
@@ -595,18 +605,18 @@ def verify(name: str) -> list[str]:
     SystemExit
         Status 2 (one line on stderr) where the table is missing.
     """
+    from concurrent.futures import ProcessPoolExecutor
     start = EXITS_START.get(name, "semantic")
     label = len(EXITS[name]) > 1
     old, prov = read_columns(OUT / f"{name}.csv"), read_provenance(OUT / f"{name}.csv")
     if old is None or prov is None:
         _usage(f"no table {name} in {OUT} to verify: run make_book_cache.py {name} first")
-    from concurrent.futures import ProcessPoolExecutor
     t0 = time.perf_counter()
-    numbers, exact = ("m", "theta", "qnorm", "eps_t", "eps_g"), ("outcome", "converged")
     jobs = [(kw, start, alphas, min(runs), tuple(runs[min(runs)])[0], False, label) for kw, alphas, runs in EXITS[name]]
     with ProcessPoolExecutor(2) as pool:
         reruns = list(pool.map(_follow, jobs))
-    checked, differ, worst, sweeps = 0, [], 0.0, []
+    checked, differ, flags, sweeps = 0, [], 0, []
+    worst = {"before": 0.0, "after": 0.0}
     for (kw, _, _, d, seed, _, _), rerun in zip(jobs, reruns):
         params = attnlab.ModelParams(**kw)
         sweeps.append(f"{kw} d = {d} seed {seed}")
@@ -615,26 +625,34 @@ def verify(name: str) -> list[str]:
             mine &= (np.isclose(old["sigma"], params.sigma) & np.isclose(old["lambda"], params.lam)
                      & np.isclose(old["omega"], params.omega))
         stored = {float(a): i for i, a in zip(np.flatnonzero(mine), old["alpha"][mine])}
-        for row in rerun:
+        jumped = False
+        for k, row in enumerate(rerun):  # in the sweep's order
             i = stored.get(float(row["alpha"]))
             if i is None:
                 differ.append(f"{sweeps[-1]} alpha {row['alpha']}: not in the table")
                 continue
             checked += 1
-            rel = max(abs(float(row[k]) - float(old[k][i])) / max(abs(float(old[k][i])), 1e-12) for k in numbers)
-            worst = max(worst, rel)
-            if rel > VERIFY_RTOL or any(str(row[k]) != str(old[k][i]) for k in exact):
-                differ.append(f"{sweeps[-1]} alpha {row['alpha']}: relative difference {rel:.1e}, "
-                              + ", ".join(f"{k} {row[k]} (table {old[k][i]})" for k in exact))
+            jumped = jumped or (k > 0 and str(old["outcome"][i]) != str(old["outcome"][stored[float(rerun[0]["alpha"])]]))
+            off = [abs(float(row[c]) - float(old[c][i])) - VERIFY_ATOL for c in _NUMBERS]
+            rel = max(max(o, 0.0) / max(abs(float(old[c][i])), 1e-300) for o, c in zip(off, _NUMBERS))
+            phase = "after" if jumped else "before"
+            worst[phase] = max(worst[phase], rel)
+            flags += str(row["converged"]) != str(old["converged"][i])
+            if str(row["outcome"]) != str(old["outcome"][i]) or (phase == "before" and rel > VERIFY_RTOL):
+                differ.append(f"{sweeps[-1]} alpha {row['alpha']}: outcome {row['outcome']} (table {old['outcome'][i]}), "
+                              f"relative difference {rel:.1e}" + (" (after the jump)" if jumped else ""))
     code = PROVENANCE or code_provenance(CODE_PATHS)
-    prov["verified"] = dict(git_commit=code["git_commit"], git_dirty=code["git_dirty"], sweeps=sweeps,
-                            rows=checked, rows_differing=len(differ), max_relative_difference=float(f"{worst:.3g}"),
-                            rtol=VERIFY_RTOL, seconds=round(time.perf_counter() - t0, 1),
-                            how="make_book_cache.py --verify: the cheapest sweep of each case run again, "
-                                "every number compared with the table's (relative), outcome and converged exactly")
+    prov["verified"] = dict(
+        git_commit=code["git_commit"], git_dirty=code["git_dirty"], sweeps=sweeps, rows=checked,
+        rows_differing=len(differ), max_relative_difference_before_jump=float(f"{worst['before']:.3g}"),
+        max_relative_difference_after_jump=float(f"{worst['after']:.3g}"), converged_flags_differing=flags,
+        rtol=VERIFY_RTOL, atol=VERIFY_ATOL, seconds=round(time.perf_counter() - t0, 1),
+        how="make_book_cache.py --verify: the cheapest sweep of each case run again; outcome compared at every "
+            "alpha, the numbers up to the sweep's first change of outcome (beyond the atol, relative)")
     (OUT / f"{name}.json").write_text(json.dumps(prov, indent=1) + "\n")
-    print(f"{name}: {checked} rows of {len(sweeps)} sweeps run again, {len(differ)} differ "
-          f"(largest relative difference {worst:.1e})")
+    print(f"{name}: {checked} rows of {len(sweeps)} sweeps run again, {len(differ)} differ (largest relative "
+          f"difference {worst['before']:.1e} before the jump, {worst['after']:.1e} after it; "
+          f"{flags} converged flags differ)")
     return [f"{name}: {line}" for line in differ]
 
 
