@@ -186,31 +186,52 @@ def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(scrip
     assert meta["git_commit"] == "made" and check["git_commit"] == "later" and check["git_dirty"] is False
     # the cheapest sweep of each case: the smallest d, its first seed (seed 1 for sigma 0.6)
     assert check["sweeps"] == ["{'omega': 0.0} d = 40 seed 0", "{'omega': 0.0, 'sigma': 0.6} d = 40 seed 1"]
-    assert check["rows"] == 4 and check["rows_differing"] == 0 and check["max_relative_difference_before_jump"] < 1e-8
+    assert check["rows_before_first_jump"] + check["rows_from_first_jump"] == 4 and check["rows_differing"] == 0 and check["max_relative_difference_before_jump"] < 1e-8
     assert table.read_text() == written
 
-    # the sweep's first row (before any jump) moved by 1e-3 in theta, and another row's outcome changed
-    lines = written.splitlines()
-    header = lines[0].split(",")
+    header = written.splitlines()[0].split(",")
     col = {c: header.index(c) for c in ("sigma", "seed", "alpha", "theta", "outcome")}
 
-    def row_of(alpha):
-        return next(k for k, line in enumerate(lines) if line.split(",")[col["sigma"]] == "0.6"
-                    and line.split(",")[col["seed"]] == "1" and float(line.split(",")[col["alpha"]]) == alpha)
-    cells = lines[row_of(0.6)].split(",")
-    cells[col["theta"]] = repr(float(cells[col["theta"]]) * 1.001)
-    lines[row_of(0.6)] = ",".join(cells)
-    cells = lines[row_of(0.5)].split(",")
-    cells[col["outcome"]] = "collapsed"
-    lines[row_of(0.5)] = ",".join(cells)
-    table.write_text("\n".join(lines) + "\n")
-    with pytest.raises(SystemExit) as err:
-        script.main(["--verify", "exits_positional_sigma_lambda"])
-    assert "2 rows differ" in str(err.value)
-    assert "'sigma': 0.6} d = 40 seed 1 alpha 0.6: outcome" in str(err.value)
-    assert "'sigma': 0.6} d = 40 seed 1 alpha 0.5: outcome" in str(err.value) and "(table collapsed)" in str(err.value)
-    check = json.loads((script.OUT / "exits_positional_sigma_lambda.json").read_text())["verified"]
-    assert check["rows_differing"] == 2 and 5e-4 < check["max_relative_difference_before_jump"] < 2e-3
+    def tampered(alpha, column, value):
+        """The table as written, one cell of the sigma 0.6, seed 1 sweep at ``alpha`` changed."""
+        lines = written.splitlines()
+        k = next(k for k, line in enumerate(lines[1:], 1) if line.split(",")[col["sigma"]] == "0.6"
+                 and line.split(",")[col["seed"]] == "1" and float(line.split(",")[col["alpha"]]) == alpha)
+        cells = lines[k].split(",")
+        cells[col[column]] = value(cells[col[column]])
+        lines[k] = ",".join(cells)
+        table.write_text("\n".join(lines) + "\n")
+
+    def check():
+        return json.loads((script.OUT / "exits_positional_sigma_lambda.json").read_text())["verified"]
+
+    # before the first jump (the sweep's first alpha, 0.6): a number moved by 1e-3, an outcome changed
+    for column, value in (("theta", lambda v: repr(float(v) * 1.001)), ("outcome", lambda v: "collapsed")):
+        tampered(0.6, column, value)
+        with pytest.raises(SystemExit) as err:
+            script.main(["--verify", "exits_positional_sigma_lambda"])
+        assert "1 rows differ" in str(err.value) and "'sigma': 0.6} d = 40 seed 1 alpha 0.6: outcome" in str(err.value)
+        assert check()["rows_differing"] == 1
+        if column == "theta":
+            assert 5e-4 < check()["max_relative_difference_before_jump"] < 2e-3
+    # the last alpha's outcome changed: in the table the run jumps there, so the re-run's other
+    # outcome is recorded, not a failure
+    tampered(0.5, "outcome", lambda v: "collapsed")
+    script.main(["--verify", "exits_positional_sigma_lambda"])
+    assert check()["rows_differing"] == 0 and len(check()["outcome_differs_after_jump"]) == 1
+    assert "alpha 0.5: outcome" in check()["outcome_differs_after_jump"][0]
+    assert "(table collapsed)" in check()["outcome_differs_after_jump"][0]
+
+
+def test_a_sweep_jumps_where_its_outcome_changes_or_a_sizeable_overlap_changes_sign():
+    spec = importlib.util.spec_from_file_location("make_book_cache", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mixed = ["mixed"] * 4
+    assert mod._first_jump(mixed, [0.12, 0.12, -0.11, -0.1], [-0.09, -0.09, 0.13, 0.14]) == 2  # (m, theta) flip
+    assert mod._first_jump(mixed, [0.3, 0.3, 0.3, 0.3], [0.001, -0.002, 0.003, -0.001]) == 4  # noise about zero
+    assert mod._first_jump(["positional", "positional", "semantic"], [0.3, 0.3, 0.0], [0.0, 0.0, 0.8]) == 2
+    assert mod._first_jump(["semantic"], [0.0], [0.8]) == 1
 
 
 def test_verify_is_for_the_followed_tables_only():
