@@ -218,9 +218,10 @@ def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(scrip
     # outcome is recorded, not a failure
     tampered(0.5, "outcome", lambda v: "collapsed")
     script.main(["--verify", "exits_positional_sigma_lambda"])
-    assert check()["rows_differing"] == 0 and len(check()["outcome_differs_after_jump"]) == 1
-    assert "alpha 0.5: outcome" in check()["outcome_differs_after_jump"][0]
-    assert "(table collapsed)" in check()["outcome_differs_after_jump"][0]
+    assert check()["rows_differing"] == 0 and check()["first_jump"][1] == 0.5
+    assert check()["outcome_differs_after_jump"] == [dict(sweep="{'omega': 0.0, 'sigma': 0.6} d = 40 seed 1", alpha=0.5,
+                                                          outcome=check()["outcome_differs_after_jump"][0]["outcome"],
+                                                          table="collapsed")]
 
 
 def test_a_sweep_jumps_where_its_outcome_changes_or_a_sizeable_overlap_changes_sign():

@@ -605,8 +605,10 @@ def verify(name: str) -> list[str]:
     target, ~1e-9) is not compared: where a run stops close to the target, rounding decides it
     (the flags that differ are counted).
 
-    The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, the sweeps,
-    rows compared, rows that differ before the first jump, what differs after it); the table's
+    The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, the sweeps and
+    the alpha of each one's first jump in the table, rows compared, rows that differ before the
+    first jump, what differs from it on: the largest differences, and each alpha where the
+    outcome differs, with both outcomes); the table's
     rows are not touched. For the tables written before their provenance recorded ``git_dirty``:
     a clean commit that reproduces them up to their first jump.
 
@@ -631,7 +633,7 @@ def verify(name: str) -> list[str]:
     jobs = [(kw, start, alphas, min(runs), tuple(runs[min(runs)])[0], False, label) for kw, alphas, runs in EXITS[name]]
     with ProcessPoolExecutor(2) as pool:
         reruns = list(pool.map(_follow, jobs))
-    differ, moved, flags, sweeps = [], [], 0, []
+    differ, moved, flags, sweeps, first = [], [], 0, [], []
     rows = {"before": 0, "after": 0}
     worst, absolute = {"before": 0.0, "after": 0.0}, {"before": 0.0, "after": 0.0}
     for (kw, _, _, d, seed, _, _), rerun in zip(jobs, reruns):
@@ -648,6 +650,7 @@ def verify(name: str) -> list[str]:
             continue
         idx = [stored[float(r["alpha"])] for r in rerun]  # the table's rows in the sweep's order
         jump = _first_jump([str(old["outcome"][i]) for i in idx], old["m"][idx], old["theta"][idx])
+        first.append(float(rerun[jump]["alpha"]) if jump < len(rerun) else None)
         for k, (row, i) in enumerate(zip(rerun, idx)):
             phase = "after" if k >= jump else "before"
             new, was = np.array([float(row[c]) for c in _NUMBERS]), np.array([float(old[c][i]) for c in _NUMBERS])
@@ -661,14 +664,15 @@ def verify(name: str) -> list[str]:
             if phase == "before" and not (same and np.all(np.abs(new - was) <= VERIFY_RTOL * np.abs(was) + VERIFY_ATOL)):
                 differ.append(line)
             elif phase == "after" and not same:
-                moved.append(line)
+                moved.append(dict(sweep=sweeps[-1], alpha=float(row["alpha"]), outcome=str(row["outcome"]),
+                                  table=str(old["outcome"][i])))
     code = PROVENANCE or code_provenance(CODE_PATHS)
     prov["verified"] = dict(
         git_commit=code["git_commit"], git_dirty=code["git_dirty"], sweeps=sweeps,
         rows_before_first_jump=rows["before"], rows_differing=len(differ),
         max_abs_difference_before_jump=float(f"{absolute['before']:.3g}"),
         max_relative_difference_before_jump=float(f"{worst['before']:.3g}"),
-        rows_from_first_jump=rows["after"], outcome_differs_after_jump=moved,
+        first_jump=first, rows_from_first_jump=rows["after"], outcome_differs_after_jump=moved,
         max_abs_difference_after_jump=float(f"{absolute['after']:.3g}"),
         max_relative_difference_after_jump=float(f"{worst['after']:.3g}"), converged_flags_differing=flags,
         rtol=VERIFY_RTOL, atol=VERIFY_ATOL, seconds=round(time.perf_counter() - t0, 1),
@@ -680,8 +684,8 @@ def verify(name: str) -> list[str]:
           f"differ (largest difference {absolute['before']:.1e}, relative {worst['before']:.1e}); from it on "
           f"{rows['after']} rows, outcome differs in {len(moved)} (largest difference {absolute['after']:.1e}); "
           f"{flags} converged flags differ")
-    for line in moved:
-        print(f"  after the first jump: {line}")
+    for x in moved:
+        print(f"  after the first jump: {x['sweep']} alpha {x['alpha']}: outcome {x['outcome']} (table {x['table']})")
     return [f"{name}: {line}" for line in differ]
 
 
