@@ -71,7 +71,8 @@ def _write(name: str, rows: list[dict], description: str, seconds: float, quadra
     q = fast_quadrature() if quadrature is None else quadrature
     code = PROVENANCE or code_provenance(CODE_PATHS)  # the code when the run started, not when it ended
     meta = dict(description=description, quadrature=repr(q), attnlab_version=attnlab.__version__,
-                git_commit=code["git_commit"], git_dirty=code["git_dirty"], seconds=round(seconds, 1),
+                git_commit=code["git_commit"], git_dirty=code["git_dirty"], numpy=code.get("numpy"),
+                torch=code.get("torch"), seconds=round(seconds, 1),
                 script="book/_scripts/make_book_cache.py")
     (OUT / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"wrote {OUT / name}.csv ({len(rows)} rows, {seconds:.0f} s)")
@@ -605,7 +606,8 @@ def verify(name: str) -> list[str]:
     target, ~1e-9) is not compared: where a run stops close to the target, rounding decides it
     (the flags that differ are counted).
 
-    The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, the sweeps and
+    The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, numpy and torch
+    versions, the sweeps and
     the alpha of each one's first jump in the table, rows compared, rows that differ before the
     first jump, what differs from it on: the largest differences, and each alpha where the
     outcome differs, with both outcomes); the table's
@@ -668,7 +670,8 @@ def verify(name: str) -> list[str]:
                                   table=str(old["outcome"][i])))
     code = PROVENANCE or code_provenance(CODE_PATHS)
     prov["verified"] = dict(
-        git_commit=code["git_commit"], git_dirty=code["git_dirty"], sweeps=sweeps,
+        git_commit=code["git_commit"], git_dirty=code["git_dirty"], numpy=code.get("numpy"), torch=code.get("torch"),
+        sweeps=sweeps,
         rows_before_first_jump=rows["before"], rows_differing=len(differ),
         max_abs_difference_before_jump=float(f"{absolute['before']:.3g}"),
         max_relative_difference_before_jump=float(f"{worst['before']:.3g}"),
