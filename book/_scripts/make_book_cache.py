@@ -570,10 +570,10 @@ def exits(name: str) -> None:
                          "run again to retry):\n" + "\n".join(failed))
 
 
-#: How close a re-run row must be to the table's (``verify``), relative and absolute: on this
-#: machine the same sweep run again differs from the book's tables by up to 1.4e-6 (relative) in
-#: an overlap or an error before its first jump (the L-BFGS runs stop at a gradient of ~1e-9 rms,
-#: and the rounding of another numpy or BLAS moves that point), far below the 3 digits the book shows.
+#: How close a re-run row must be to the table's (``verify``), relative and absolute: in a fresh
+#: installation the same code run again differs from the book's tables by up to 8e-8 (1.0e-6
+#: relative) in an overlap or an error before a sweep's first jump (the L-BFGS runs stop at a
+#: gradient of ~1e-9 rms), far below the 3 digits the book shows.
 VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-7
 _NUMBERS = ("m", "theta", "qnorm", "eps_t", "eps_g")
 #: An overlap that changes sign between two alphas while at least this large on both sides: the
