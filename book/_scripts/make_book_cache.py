@@ -576,18 +576,13 @@ def exits(name: str) -> None:
 #: gradient of ~1e-9 rms), far below the 3 digits the book shows.
 VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-7
 _NUMBERS = ("m", "theta", "qnorm", "eps_t", "eps_g")
-#: An overlap that changes sign between two alphas while at least this large on both sides: the
-#: run moved to another minimum (a mixed state's m and theta flip together) although its outcome did not change.
-_FLIP = 0.05
-
-
-def _first_jump(outcome, m, theta) -> int:
-    """Index of the first alpha of a sweep (in its order) where the run is on another minimum than
-    one step earlier: its outcome changes, or m or theta changes sign while at least
-    :data:`_FLIP` on both sides; ``len(outcome)`` for none."""
+def _first_jump(outcome) -> int:
+    """Index of the first alpha of a sweep (in its order) where its outcome differs from the alpha
+    before (the run jumped to another minimum); ``len(outcome)`` for none. (A sign change of m
+    and theta together is no jump: the overlaps are sign-canonicalised, the larger one positive,
+    and Q and -Q are one attention.)"""
     for k in range(1, len(outcome)):
-        flip = any(a * b < 0 and min(abs(a), abs(b)) >= _FLIP for a, b in ((m[k - 1], m[k]), (theta[k - 1], theta[k])))
-        if outcome[k] != outcome[k - 1] or flip:
+        if outcome[k] != outcome[k - 1]:
             return k
     return len(outcome)
 
@@ -596,23 +591,23 @@ def verify(name: str) -> list[str]:
     """Run again, at the current commit, the cheapest sweep of each case of ``EXITS[name]`` (its
     smallest d, its first seed) and compare it with the table's rows of that sweep.
 
-    A sweep follows one minimum until it jumps to another (:func:`_first_jump`, on the table's
-    rows): up to there every number (m, theta, qnorm, eps_t, eps_g) must agree within
-    :data:`VERIFY_RTOL` of it plus :data:`VERIFY_ATOL`, and the outcome exactly. From the first
-    jump on, the re-run need not land where the table's run did (near the end of a minimum the
-    landscape is soft, and a rounding-level difference can pick another nearby minimum, or move
-    a later jump by a grid step): the differences there, and the alphas where the outcome
-    differs, are recorded, not required. ``converged`` (whether the gradient's rms fell below its
-    target, ~1e-9) is not compared: where a run stops close to the target, rounding decides it
-    (the flags that differ are counted).
+    A sweep follows one minimum until it jumps to another (its outcome changes, :func:`_first_jump`,
+    on the table's rows): up to there every number (m, theta, qnorm, eps_t, eps_g) must agree
+    within :data:`VERIFY_RTOL` of it plus :data:`VERIFY_ATOL`, and the outcome exactly; a row
+    that does not is a failure, whatever its cause (a change of the code, or a minimum so soft
+    that a rounding-level difference moves where the optimiser stops). From the first jump on,
+    the re-run need not land where the table's run did (a rounding-level difference can pick
+    another nearby minimum, or move a later jump by a grid step): the differences there, and the
+    alphas where the outcome differs, are recorded, not required. ``converged`` (whether the
+    gradient's rms fell below its target, ~1e-9) is not compared: where a run stops close to the
+    target, rounding decides it (the flags that differ are counted).
 
     The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, numpy and torch
-    versions, the sweeps and
-    the alpha of each one's first jump in the table, rows compared, rows that differ before the
-    first jump, what differs from it on: the largest differences, and each alpha where the
-    outcome differs, with both outcomes); the table's
-    rows are not touched. For the tables written before their provenance recorded ``git_dirty``:
-    a clean commit that reproduces them up to their first jump.
+    versions, the sweeps and the alpha of each one's first jump in the table, rows compared, the
+    rows that differ before the first jump, each with both outcomes and its largest difference;
+    from the jump on, the largest differences and each alpha where the outcome differs, with
+    both outcomes); the table's rows are not touched. For the tables written before their
+    provenance recorded ``git_dirty``: a clean commit that reproduces them, or where not.
 
     Returns
     -------
@@ -635,7 +630,7 @@ def verify(name: str) -> list[str]:
     jobs = [(kw, start, alphas, min(runs), tuple(runs[min(runs)])[0], False, label) for kw, alphas, runs in EXITS[name]]
     with ProcessPoolExecutor(2) as pool:
         reruns = list(pool.map(_follow, jobs))
-    differ, moved, flags, sweeps, first = [], [], 0, [], []
+    differ, differing, moved, flags, sweeps, first = [], [], [], 0, [], []
     rows = {"before": 0, "after": 0}
     worst, absolute = {"before": 0.0, "after": 0.0}, {"before": 0.0, "after": 0.0}
     for (kw, _, _, d, seed, _, _), rerun in zip(jobs, reruns):
@@ -651,7 +646,7 @@ def verify(name: str) -> list[str]:
             differ.append(f"{sweeps[-1]}: alpha {', '.join(map(str, missing))} not in the table")
             continue
         idx = [stored[float(r["alpha"])] for r in rerun]  # the table's rows in the sweep's order
-        jump = _first_jump([str(old["outcome"][i]) for i in idx], old["m"][idx], old["theta"][idx])
+        jump = _first_jump([str(old["outcome"][i]) for i in idx])
         first.append(float(rerun[jump]["alpha"]) if jump < len(rerun) else None)
         for k, (row, i) in enumerate(zip(rerun, idx)):
             phase = "after" if k >= jump else "before"
@@ -665,6 +660,9 @@ def verify(name: str) -> list[str]:
                     + ", ".join(f"{c} {a:.10g} (table {b:.10g})" for c, a, b in zip(_NUMBERS, new, was)))
             if phase == "before" and not (same and np.all(np.abs(new - was) <= VERIFY_RTOL * np.abs(was) + VERIFY_ATOL)):
                 differ.append(line)
+                differing.append(dict(sweep=sweeps[-1], alpha=float(row["alpha"]), outcome=str(row["outcome"]),
+                                      table=str(old["outcome"][i]),
+                                      max_abs_difference=float(f"{np.max(np.abs(new - was)):.3g}")))
             elif phase == "after" and not same:
                 moved.append(dict(sweep=sweeps[-1], alpha=float(row["alpha"]), outcome=str(row["outcome"]),
                                   table=str(old["outcome"][i])))
@@ -672,7 +670,7 @@ def verify(name: str) -> list[str]:
     prov["verified"] = dict(
         git_commit=code["git_commit"], git_dirty=code["git_dirty"], numpy=code.get("numpy"), torch=code.get("torch"),
         sweeps=sweeps,
-        rows_before_first_jump=rows["before"], rows_differing=len(differ),
+        rows_before_first_jump=rows["before"], rows_differing=len(differ), differing=differing,
         max_abs_difference_before_jump=float(f"{absolute['before']:.3g}"),
         max_relative_difference_before_jump=float(f"{worst['before']:.3g}"),
         first_jump=first, rows_from_first_jump=rows["after"], outcome_differs_after_jump=moved,
@@ -680,8 +678,8 @@ def verify(name: str) -> list[str]:
         max_relative_difference_after_jump=float(f"{worst['after']:.3g}"), converged_flags_differing=flags,
         rtol=VERIFY_RTOL, atol=VERIFY_ATOL, seconds=round(time.perf_counter() - t0, 1),
         how="make_book_cache.py --verify: the cheapest sweep of each case run again; up to the sweep's first jump "
-            "(outcome changes, or m or theta changes sign at |value| >= 0.05) every number within rtol |table| + atol "
-            "and the outcome exactly; from the jump on, differences recorded")
+            "(where its outcome first changes) every number within rtol |table| + atol and the outcome exactly; "
+            "from the jump on, differences recorded")
     (OUT / f"{name}.json").write_text(json.dumps(prov, indent=1) + "\n")
     print(f"{name}: {len(sweeps)} sweeps run again; before their first jump {rows['before']} rows, {len(differ)} "
           f"differ (largest difference {absolute['before']:.1e}, relative {worst['before']:.1e}); from it on "
