@@ -219,6 +219,7 @@ def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(scrip
     tampered(0.5, "outcome", lambda v: "collapsed")
     script.main(["--verify", "exits_positional_sigma_lambda"])
     assert check()["rows_differing"] == 0 and check()["differing"] == [] and check()["first_jump"][1] == 0.5
+    assert check()["max_abs_difference_agreeing"] < 1e-9
     assert check()["outcome_differs_after_jump"] == [dict(sweep="{'omega': 0.0, 'sigma': 0.6} d = 40 seed 1", alpha=0.5,
                                                           outcome=check()["outcome_differs_after_jump"][0]["outcome"],
                                                           table="collapsed")]

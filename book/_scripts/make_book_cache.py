@@ -604,7 +604,8 @@ def verify(name: str) -> list[str]:
 
     The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, numpy and torch
     versions, the sweeps and the alpha of each one's first jump in the table, rows compared, the
-    rows that differ before the first jump, each with both outcomes and its largest difference;
+    largest difference in the rows that agree, the rows that differ before the first jump, each
+    with both outcomes and its largest difference;
     from the jump on, the largest differences and each alpha where the outcome differs, with
     both outcomes); the table's rows are not touched. For the tables written before their
     provenance recorded ``git_dirty``: a clean commit that reproduces them, or where not.
@@ -630,7 +631,7 @@ def verify(name: str) -> list[str]:
     jobs = [(kw, start, alphas, min(runs), tuple(runs[min(runs)])[0], False, label) for kw, alphas, runs in EXITS[name]]
     with ProcessPoolExecutor(2) as pool:
         reruns = list(pool.map(_follow, jobs))
-    differ, differing, moved, flags, sweeps, first = [], [], [], 0, [], []
+    differ, differing, moved, flags, sweeps, first, agreeing = [], [], [], 0, [], [], 0.0
     rows = {"before": 0, "after": 0}
     worst, absolute = {"before": 0.0, "after": 0.0}, {"before": 0.0, "after": 0.0}
     for (kw, _, _, d, seed, _, _), rerun in zip(jobs, reruns):
@@ -658,7 +659,10 @@ def verify(name: str) -> list[str]:
             same = str(row["outcome"]) == str(old["outcome"][i])
             line = (f"{sweeps[-1]} alpha {row['alpha']}: outcome {row['outcome']} (table {old['outcome'][i]}), "
                     + ", ".join(f"{c} {a:.10g} (table {b:.10g})" for c, a, b in zip(_NUMBERS, new, was)))
-            if phase == "before" and not (same and np.all(np.abs(new - was) <= VERIFY_RTOL * np.abs(was) + VERIFY_ATOL)):
+            agrees = same and np.all(np.abs(new - was) <= VERIFY_RTOL * np.abs(was) + VERIFY_ATOL)
+            if phase == "before" and agrees:
+                agreeing = max(agreeing, float(np.max(np.abs(new - was))))
+            if phase == "before" and not agrees:
                 differ.append(line)
                 differing.append(dict(sweep=sweeps[-1], alpha=float(row["alpha"]), outcome=str(row["outcome"]),
                                       table=str(old["outcome"][i]),
@@ -672,6 +676,7 @@ def verify(name: str) -> list[str]:
         sweeps=sweeps,
         rows_before_first_jump=rows["before"], rows_differing=len(differ), differing=differing,
         max_abs_difference_before_jump=float(f"{absolute['before']:.3g}"),
+        max_abs_difference_agreeing=float(f"{agreeing:.3g}"),
         max_relative_difference_before_jump=float(f"{worst['before']:.3g}"),
         first_jump=first, rows_from_first_jump=rows["after"], outcome_differs_after_jump=moved,
         max_abs_difference_after_jump=float(f"{absolute['after']:.3g}"),
