@@ -288,6 +288,41 @@ def test_compact_png_keeps_the_figure_and_its_colours_in_a_third_of_the_bytes():
     assert compact_png(transparent) == transparent
 
 
+def test_figures_with_a_colour_map_keep_all_their_colours():
+    """A palette would band a colour bar and merge neighbouring values of a heat map: a figure
+    that maps numbers to colours (an image with its colour bar, points coloured by value) is
+    stored as matplotlib prints it; one of lines, bands and plain markers in a palette."""
+    import base64
+    import io
+    import re
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from attnlab.responsive import _png, figure_html, figure_png
+
+    def pngs(html):
+        return [Image.open(io.BytesIO(base64.b64decode(b)))
+                for b in re.findall(r"base64,([A-Za-z0-9+/=]+)", html)]
+
+    heat, axes = plt.subplots(1, 2, figsize=(8, 3))
+    colours = axes[0].imshow(np.linspace(0, 1, 100).reshape(10, 10), cmap="Purples")
+    heat.colorbar(colours, ax=axes[0])
+    axes[1].scatter([0, 1, 2], [1, 0, 2], c=[0.1, 0.5, 0.9])
+    lines, ax = plt.subplots(1, 2, figsize=(8, 3))
+    ax[0].plot([0, 1], [0, 1], "o-")
+    ax[1].fill_between([0, 1], [0, 0], [1, 2], alpha=0.3)
+    ax[1].scatter([0, 1], [1, 0], color="k")
+    try:
+        kept, palette = pngs(figure_html(heat)), pngs(figure_html(lines))
+        assert len(kept) == len(palette) == 2
+        assert all(im.mode == "RGBA" for im in kept) and all(im.mode == "P" for im in palette)
+        assert base64.b64decode(figure_png(heat)) == _png(heat)
+        assert Image.open(io.BytesIO(base64.b64decode(figure_png(lines)))).mode == "P"
+    finally:
+        plt.close("all")
+
+
 def test_phone_figures_registers_the_html_display_of_figures():
     from IPython.core.interactiveshell import InteractiveShell
     from matplotlib.figure import Figure
