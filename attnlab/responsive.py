@@ -10,7 +10,7 @@ that the browser picks the one that fits. The ``image/png`` representation stays
 front ends and exports that do not show HTML.
 
 Every PNG of a figure that shows no values by colour is stored in a palette of at most 256
-colours (:func:`compact_png`): such figures are about a third of their size as matplotlib
+colours where that is smaller (:func:`compact_png`): such figures are about a third of their size as matplotlib
 writes them, so that a page of them loads on a phone's connection and a chapter stays a
 notebook that opens quickly. A figure with a colour map (an image, a colour bar, points
 coloured by value) keeps all its colours: a palette would band its colour bar and merge
@@ -197,7 +197,7 @@ def _lays_out(fig) -> bool:
     return not any("collapsed" in str(w.message) for w in caught)
 
 
-def _png(fig) -> bytes:
+def _png(fig) -> bytes | None:
     from IPython.core.pylabtools import print_figure
 
     return print_figure(fig, "png", bbox_inches="tight", base64=False)
@@ -218,8 +218,9 @@ def compact_png(png: bytes) -> bytes:
     Parameters
     ----------
     png : bytes
-        A PNG file (any mode Pillow reads). One with transparent pixels is returned as it is
-        (the palette would flatten its transparency).
+        A PNG file. One with transparency (an alpha channel with a pixel below opaque, or a
+        tRNS chunk) or in a mode other than 8-bit RGB(A), grey (with alpha) or palette is
+        returned as it is.
 
     Returns
     -------
@@ -231,10 +232,10 @@ def compact_png(png: bytes) -> bytes:
     from PIL import Image
 
     image = Image.open(io.BytesIO(png))
-    if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
-        alpha = image.convert("RGBA").getchannel("A")
-        if alpha.getextrema()[0] < 255:
-            return png
+    if image.mode not in ("RGB", "RGBA", "L", "LA", "P") or "transparency" in image.info:
+        return png  # 16-bit or other modes; transparency given by a tRNS chunk
+    if image.mode in ("RGBA", "LA") and image.getchannel("A").getextrema()[0] < 255:
+        return png
     palette = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
                                             dither=Image.Dither.NONE)
     out = io.BytesIO()
@@ -255,7 +256,7 @@ def _stored_png(fig, png: bytes) -> bytes:
     return png if _shows_values_by_colour(fig) else compact_png(png)
 
 
-def figure_png(fig) -> str:
+def figure_png(fig) -> str | None:
     """The ``image/png`` display of ``fig``: as the inline backend prints it (tight bounding
     box), in a palette (:func:`compact_png`) unless it shows values by colour, base64-encoded;
     ``None`` for a figure without axes."""
@@ -279,7 +280,7 @@ def _alt(fig) -> str:
     return alt_text(fig, _panels(fig) or None, {COLORS[k].lower(): w for k, w in COLOR_WORDS.items()})
 
 
-def figure_html(fig) -> str:
+def figure_html(fig) -> str | None:
     """The ``<picture>`` of ``fig``: the figure, and its phone variant where it is wider.
 
     Parameters

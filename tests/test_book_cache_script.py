@@ -166,9 +166,11 @@ def test_a_thresholds_table_brackets_each_training_set_and_resumes(script, monke
 
 def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(script, monkeypatch):
     """``--verify`` runs the cheapest sweep of each case again and compares it with the table: a
-    table the code reproduces is recorded as such (rows compared, none differing); a number
-    changed on disk before the sweep's first jump, and an outcome changed anywhere, are caught
-    (exit status 1, the rows named) and recorded too, and the table's rows are never rewritten."""
+    table the code reproduces is recorded as such (rows compared, none differing); a number or
+    an outcome changed on disk before the sweep's first jump is caught (a message, so exit
+    status 1, the row named) and recorded; an outcome changed where the table's run jumps is
+    recorded, not a failure; m and theta of the other joint sign (Q and -Q: one attention) are
+    the same row; an alpha missing from the table is caught; the table's rows are never rewritten."""
     monkeypatch.setitem(sys.modules, "make_book_cache", script)  # the worker processes unpickle its functions
     cases = [(dict(omega=0.0), (0.6, 0.5), {40: (0,), 60: (0,)}),
              (dict(omega=0.0, sigma=0.6), (0.6, 0.5), {40: (1, 0)})]
@@ -210,10 +212,29 @@ def test_verify_reproduces_a_followed_table_and_records_a_row_that_differs(scrip
         tampered(0.6, column, value)
         with pytest.raises(SystemExit) as err:
             script.main(["--verify", "exits_positional_sigma_lambda"])
+        assert isinstance(err.value.code, str)  # a message: exit status 1
         assert "1 rows differ" in str(err.value) and "'sigma': 0.6} d = 40 seed 1 alpha 0.6: outcome" in str(err.value)
         assert check()["rows_differing"] == 1 and check()["differing"][0]["alpha"] == 0.6
         if column == "theta":
             assert 5e-4 < check()["max_relative_difference_before_jump"] < 2e-3
+            assert check()["differing"][0]["column"] == "theta"
+    # m and theta of the first row with the other sign: the same attention, no difference
+    flipped = written.splitlines()
+    k = next(k for k, line in enumerate(flipped[1:], 1) if line.split(",")[col["sigma"]] == "0.6"
+             and line.split(",")[col["seed"]] == "1" and float(line.split(",")[col["alpha"]]) == 0.6)
+    cells = flipped[k].split(",")
+    for c in ("m", "theta"):
+        cells[header.index(c)] = repr(-float(cells[header.index(c)]))
+    flipped[k] = ",".join(cells)
+    table.write_text("\n".join(flipped) + "\n")
+    script.main(["--verify", "exits_positional_sigma_lambda"])
+    assert check()["rows_differing"] == 0 and check()["max_abs_difference_before_jump"] < 1e-9
+    # an alpha of the cheapest sigma 0.6 sweep missing from the table
+    table.write_text("\n".join(flipped[:k] + flipped[k + 1:]) + "\n")
+    with pytest.raises(SystemExit) as err:
+        script.main(["--verify", "exits_positional_sigma_lambda"])
+    assert "seed 1: alpha 0.6 not in the table" in str(err.value)
+    assert check()["first_jump"][1] is None and check()["differing"][0]["column"] == "not in the table"
     # the last alpha's outcome changed: in the table the run jumps there, so the re-run's other
     # outcome is recorded, not a failure
     tampered(0.5, "outcome", lambda v: "collapsed")

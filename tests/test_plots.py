@@ -239,6 +239,8 @@ def test_figure_html_serves_the_phone_variant_below_600_px_with_alt_text():
         plain = figure_html(small)
         assert plain.count("data:image/png;base64,") == 1 and "<source" not in plain
         assert figure_html(plt.figure()) is None  # no axes: nothing drawn, as IPython does
+        from attnlab.responsive import figure_png
+        assert figure_png(plt.figure()) is None
     finally:
         plt.close("all")
 
@@ -286,6 +288,13 @@ def test_compact_png_keeps_the_figure_and_its_colours_in_a_third_of_the_bytes():
     again = Image.open(io.BytesIO(compact_png(small)))
     assert (np.asarray(again.convert("RGB")) == b).all()
     assert compact_png(transparent) == transparent
+    # transparency as a tRNS chunk (no alpha channel), and 16-bit grey: returned as they are
+    for image, extra in ((Image.new("RGB", (8, 8), (255, 255, 255)), dict(transparency=(255, 255, 255))),
+                         (Image.new("L", (8, 8), 200), dict(transparency=200)),
+                         (Image.new("I;16", (8, 8), 40000), {})):
+        out = io.BytesIO()
+        image.save(out, "PNG", **extra)
+        assert compact_png(out.getvalue()) == out.getvalue()
 
 
 def test_figures_with_a_colour_map_keep_all_their_colours():

@@ -570,18 +570,18 @@ def exits(name: str) -> None:
                          "run again to retry):\n" + "\n".join(failed))
 
 
-#: How close a re-run row must be to the table's (``verify``), relative and absolute: in a fresh
-#: installation the same code run again reproduces the book's tables to 8e-8 (1.0e-6 relative)
-#: in an overlap or an error before a sweep's first jump (the L-BFGS runs stop at a gradient of
-#: ~1e-9 rms), except on the soft mixed states just before the positional minimum ends, where
-#: it differs by up to 0.03 (Chapter 6, "One run, run again").
+#: How close a re-run row must be to the table's (``verify``), relative and absolute: with numpy
+#: 2.4.6 and torch 2.13.0 the same code run again reproduces the book's tables to 8e-8 (1.0e-6
+#: relative) in an overlap or an error before a sweep's first jump (the L-BFGS runs stop at a
+#: gradient of ~1e-9 rms), except on 7 mixed rows just before two sweeps leave the positional
+#: minimum, where it differs by up to 0.03 (Chapter 6, "One run, run again").
 VERIFY_RTOL, VERIFY_ATOL = 1e-5, 1e-7
 _NUMBERS = ("m", "theta", "qnorm", "eps_t", "eps_g")
+_JOINT_SIGN = np.array([-1.0, -1.0, 1.0, 1.0, 1.0])  # Q -> -Q on _NUMBERS
 def _first_jump(outcome) -> int:
     """Index of the first alpha of a sweep (in its order) where its outcome differs from the alpha
-    before (the run jumped to another minimum); ``len(outcome)`` for none. (A sign change of m
-    and theta together is no jump: the overlaps are sign-canonicalised, the larger one positive,
-    and Q and -Q are one attention.)"""
+    before; ``len(outcome)`` for none. (A sign change of m and theta together is not one: the
+    overlaps are sign-canonicalised, the larger one positive, and Q and -Q are one attention.)"""
     for k in range(1, len(outcome)):
         if outcome[k] != outcome[k - 1]:
             return k
@@ -592,24 +592,26 @@ def verify(name: str) -> list[str]:
     """Run again, at the current commit, the cheapest sweep of each case of ``EXITS[name]`` (its
     smallest d, its first seed) and compare it with the table's rows of that sweep.
 
-    A sweep follows one minimum until it jumps to another (its outcome changes, :func:`_first_jump`,
-    on the table's rows): up to there every number (m, theta, qnorm, eps_t, eps_g) must agree
-    within :data:`VERIFY_RTOL` of it plus :data:`VERIFY_ATOL`, and the outcome exactly; a row
-    that does not is a failure, whatever its cause (a change of the code, or a minimum so soft
-    that a rounding-level difference moves where the optimiser stops). From the first jump on,
-    the re-run need not land where the table's run did (a rounding-level difference can pick
-    another nearby minimum, or move a later jump by a grid step): the differences there, and the
-    alphas where the outcome differs, are recorded, not required. ``converged`` (whether the
-    gradient's rms fell below its target, ~1e-9) is not compared: where a run stops close to the
-    target, rounding decides it (the flags that differ are counted).
+    The table's rows define the sweep's first jump: the first alpha where its outcome changes
+    (:func:`_first_jump`). Up to there every number of the re-run (m, theta, qnorm, eps_t, eps_g;
+    m and theta up to a joint sign) must agree within :data:`VERIFY_RTOL` of the table's plus
+    :data:`VERIFY_ATOL`, and the outcome exactly; a row that does not is a failure, whatever its
+    cause (a change of the code, or a row where a rounding-level difference sends the run
+    elsewhere). So a re-run that jumps earlier than the table's run fails, one that jumps later
+    does not: from the table's first jump on, the re-run need not land where the table's run did
+    (a rounding-level difference can pick another nearby minimum, or move a later jump by a grid
+    step), and the differences there, and the alphas where the outcome differs, are recorded,
+    not required. ``converged`` (whether the gradient's rms fell below its target, ~1e-9) is not
+    compared: where a run stops close to the target, rounding decides it (the flags that differ
+    are counted).
 
     The check is recorded in ``NAME.json`` under ``verified`` (commit, git_dirty, numpy and torch
     versions, the sweeps and the alpha of each one's first jump in the table, rows compared, the
     largest difference in the rows that agree, the rows that differ before the first jump, each
-    with both outcomes and its largest difference;
-    from the jump on, the largest differences and each alpha where the outcome differs, with
-    both outcomes); the table's rows are not touched. For the tables written before their
-    provenance recorded ``git_dirty``: a clean commit that reproduces them, or where not.
+    with both outcomes, its largest difference and the column of it; from the jump on, the
+    largest differences and each alpha where the outcome differs, with both outcomes); the
+    table's rows are not touched. For a table written before provenance recorded ``git_dirty``,
+    the record says whether a clean commit reproduces it, and where it does not.
 
     Returns
     -------
@@ -642,32 +644,39 @@ def verify(name: str) -> list[str]:
         if label:
             mine &= (np.isclose(old["sigma"], params.sigma) & np.isclose(old["lambda"], params.lam)
                      & np.isclose(old["omega"], params.omega))
-        stored = {float(a): i for i, a in zip(np.flatnonzero(mine), old["alpha"][mine])}
-        missing = [r["alpha"] for r in rerun if float(r["alpha"]) not in stored]
+        stored = {round(float(a), 6): i for i, a in zip(np.flatnonzero(mine), old["alpha"][mine])}
+        missing = [r["alpha"] for r in rerun if round(float(r["alpha"]), 6) not in stored]
         if missing:
+            first.append(None)
             differ.append(f"{sweeps[-1]}: alpha {', '.join(map(str, missing))} not in the table")
+            differing.append(dict(sweep=sweeps[-1], alpha=float(missing[0]), outcome=None, table=None,
+                                  max_abs_difference=None, column="not in the table"))
             continue
-        idx = [stored[float(r["alpha"])] for r in rerun]  # the table's rows in the sweep's order
+        idx = [stored[round(float(r["alpha"]), 6)] for r in rerun]  # the table's rows in the sweep's order
         jump = _first_jump([str(old["outcome"][i]) for i in idx])
         first.append(float(rerun[jump]["alpha"]) if jump < len(rerun) else None)
         for k, (row, i) in enumerate(zip(rerun, idx)):
             phase = "after" if k >= jump else "before"
             new, was = np.array([float(row[c]) for c in _NUMBERS]), np.array([float(old[c][i]) for c in _NUMBERS])
+            flipped = new * _JOINT_SIGN  # m and theta of the other sign (Q and -Q are one attention)
+            if np.max(np.abs(flipped - was)) < np.max(np.abs(new - was)):
+                new = flipped
+            off = np.abs(new - was)
             rows[phase] += 1
-            worst[phase] = max(worst[phase], float(np.max(np.abs(new - was) / np.maximum(np.abs(was), 1e-300))))
-            absolute[phase] = max(absolute[phase], float(np.max(np.abs(new - was))))
+            worst[phase] = max(worst[phase], float(np.max(off / np.maximum(np.abs(was), 1e-300))))
+            absolute[phase] = max(absolute[phase], float(np.max(off)))
             flags += str(row["converged"]) != str(old["converged"][i])
             same = str(row["outcome"]) == str(old["outcome"][i])
             line = (f"{sweeps[-1]} alpha {row['alpha']}: outcome {row['outcome']} (table {old['outcome'][i]}), "
                     + ", ".join(f"{c} {a:.10g} (table {b:.10g})" for c, a, b in zip(_NUMBERS, new, was)))
-            agrees = same and np.all(np.abs(new - was) <= VERIFY_RTOL * np.abs(was) + VERIFY_ATOL)
+            agrees = same and np.all(off <= VERIFY_RTOL * np.abs(was) + VERIFY_ATOL)
             if phase == "before" and agrees:
-                agreeing = max(agreeing, float(np.max(np.abs(new - was))))
+                agreeing = max(agreeing, float(np.max(off)))
             if phase == "before" and not agrees:
                 differ.append(line)
                 differing.append(dict(sweep=sweeps[-1], alpha=float(row["alpha"]), outcome=str(row["outcome"]),
-                                      table=str(old["outcome"][i]),
-                                      max_abs_difference=float(f"{np.max(np.abs(new - was)):.3g}")))
+                                      table=str(old["outcome"][i]), max_abs_difference=float(f"{np.max(off):.3g}"),
+                                      column=_NUMBERS[int(np.argmax(off))]))
             elif phase == "after" and not same:
                 moved.append(dict(sweep=sweeps[-1], alpha=float(row["alpha"]), outcome=str(row["outcome"]),
                                   table=str(old["outcome"][i])))
