@@ -10,9 +10,9 @@ that the browser picks the one that fits. The ``image/png`` representation stays
 front ends and exports that do not show HTML.
 
 Every PNG of a figure that shows no values by colour is stored in a palette of at most 256
-colours where that is smaller (:func:`compact_png`): such figures are about a third of their size as matplotlib
-writes them, so that a page of them loads on a phone's connection and a chapter stays a
-notebook that opens quickly. A figure with a colour map (an image, a colour bar, points
+colours where that is smaller (:func:`compact_png`): such figures are about a third of their
+size as matplotlib writes them, so that a page of them loads on a phone's connection and a
+chapter stays a notebook that opens quickly. A figure with a colour map (an image, a colour bar, points
 coloured by value) keeps all its colours: a palette would band its colour bar and merge
 neighbouring values.
 
