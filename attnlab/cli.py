@@ -164,30 +164,41 @@ def _cmd_theory(args) -> dict:
     res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=tol,
                                 error_estimate=args.error_estimate, minimizer=args.minimizer)
     out = res.to_dict()
-    if res.converged and not res.minimum:
+    if res.converged and (not res.minimum or res.probes_agree is False):
         out.update(_instead(res, tol))
     return out
 
 
 def _instead(res, tol) -> dict:
-    """Where ``res`` is no minimum of its branch: a ``note`` saying so (also warned) and ``instead``,
-    the other branch's fixed point if that is a minimum (where gradient descent from ``res``'s start
-    goes: checked at large ``d``, book Chapter 6), else ``Q = 0`` if ``res`` collapsed, else ``None``."""
+    """Where ``res`` is no minimum of its branch, or the two stability probes disagree whether it is
+    one: a ``note`` saying so (also warned) and ``instead``, the other branch's fixed point if that is
+    a minimum (where gradient descent from ``res``'s start goes when it leaves: checked at large ``d``,
+    book Chapter 6), else ``Q = 0`` if ``res`` collapsed, else ``None``."""
     from .theory import solve_state_evolution
     other = "positional" if res.branch == "semantic" else "semantic"
     alt = solve_state_evolution(res.params, res.alpha, other, tol=tol, minimizer=res.minimizer, warn=False)
+    along = "m" if res.branch == "semantic" else "theta"
     why = ("the branch collapses to Q = 0" if res.collapsed else
-           f"the fixed point is unstable along {'m' if res.branch == 'semantic' else 'theta'} "
+           f"the fixed point is unstable along {along} "
            f"(eigenvalue {res.stability:.3g} > 1)" if res.status == "unstable" else "no fixed point on the branch")
     if alt.minimum:
-        instead = dict(branch=other, m=alt.m, theta=alt.theta, qnorm=alt.qnorm, eps_g=alt.eps_g, eps_t=alt.eps_t)
-        goes = f"gradient descent goes to the {other} minimum (m = {alt.m:.3g}, theta = {alt.theta:.3g})"
+        instead = dict(branch=other, **{k: float(getattr(alt, k)) for k in ('m', 'theta', 'qnorm', 'eps_g', 'eps_t')})
+        goes = f"the {other} minimum (m = {alt.m:.3g}, theta = {alt.theta:.3g})"
     elif res.collapsed:
-        instead = dict(branch="collapsed", m=0.0, theta=0.0, qnorm=0.0, eps_g=res.eps_g, eps_t=res.eps_t)
-        goes = "gradient descent goes to Q = 0 (uniform attention)"
+        instead = dict(branch="collapsed", m=0.0, theta=0.0, qnorm=0.0, eps_g=float(res.eps_g), eps_t=float(res.eps_t))
+        goes = "Q = 0 (uniform attention)"
     else:
-        instead, goes = None, f"the {other} branch is no minimum either"
-    note = f"no {res.branch} minimum here: {why}; {goes}"
+        instead, goes = None, None
+    if res.probes_agree is False:  # between the probes' spinodals: the theory cannot tell
+        by = {True: "a minimum", False: "unstable"}
+        note = (f"the state evolution cannot tell whether there is a {res.branch} minimum here: along {along} "
+                f"its fixed point is {by[res.stable]} by the default probe (eigenvalue {res.stability:.3g}) "
+                f"and {by[not res.stable]} by the held probe ({res.stability_held:.3g}); gradient descent may "
+                f"stay on it or leave" + (f" for {goes}" if goes else "") +
+                " (book Chapter 6, 'How sure is a spinodal?')")
+    else:
+        note = f"no {res.branch} minimum here: {why}; " + (
+            f"gradient descent goes to {goes}" if goes else f"the {other} branch is no minimum either")
     warnings.warn(note, RuntimeWarning)
     return dict(note=note, instead=instead)
 

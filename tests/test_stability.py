@@ -93,12 +93,60 @@ def test_unpinned_result_has_no_pinned_eigenvalue():
     assert free.stable is None and free.status in ("minimum", "not converged")
 
 
-def test_cli_theory_says_no_semantic_minimum_and_where_gd_goes():
+def _theory_json(*args: str) -> tuple[dict, str]:
+    """``attnlab theory ARGS --json``: the JSON object and what was warned."""
     from attnlab.cli import main
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["theory", "--omega", "0.5", "--alpha", "0.8", "--json"]) == 0
-    res = json.loads(out.getvalue())
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["theory", *args, "--json"]) == 0
+    return json.loads(out.getvalue()), err.getvalue()
+
+
+def test_cli_theory_says_no_semantic_minimum_and_where_gd_goes():
+    """omega 0.5, alpha 0.6: below both probes' spinodals (held 0.76, redescend 1.12)."""
+    res, err = _theory_json("--omega", "0.5", "--alpha", "0.6")
     assert res["status"] == "unstable" and res["minimum"] is False and res["stability"] > 1
-    assert "no semantic minimum" in res["note"] and res["instead"]["branch"] == "positional"
-    assert res["instead"]["m"] == pytest.approx(0.27, abs=0.02)
+    assert res["stability_held"] > 1 and res["probes_agree"] is True
+    assert "no semantic minimum here" in res["note"] and res["note"] in " ".join(err.split())
+    assert res["instead"]["branch"] == "positional"
+    assert res["instead"]["m"] == pytest.approx(0.26, abs=0.02)
+
+
+@pytest.mark.parametrize("branch, omega, alphas", [("semantic", 0.5, (0.6, 1.0, 1.3)),
+                                                   ("positional", 0.1, (2.2, 2.35, 2.5))])
+def test_probes_disagree_only_between_their_spinodals(branch, omega, alphas):
+    """Book Chapter 6, "How sure is a spinodal?": the semantic minimum at omega 0.5 starts at
+    alpha 0.76 by the held probe and 1.12 by the default (redescend) one; the positional minimum
+    at omega 0.1 ends at 2.25 (held) and 2.45 (redescend). Outside those bands the probes agree
+    (and differ across the band), inside it they do not, and status follows the default probe."""
+    lo, mid, hi = (solve_state_evolution(P03.replace(omega=omega), a, branch, warn=False) for a in alphas)
+    assert lo.probes_agree is True and hi.probes_agree is True and lo.stable != hi.stable
+    assert mid.probes_agree is False and (mid.stability < 1) != (mid.stability_held < 1)
+    assert mid.stability_held == pinned_eigenvalue(mid, basins="held")
+    assert mid.status == ("unstable" if mid.stability > 1 else "minimum")
+    assert mid.to_dict()["probes_agree"] is False and mid.to_dict()["stability_held"] == mid.stability_held
+
+
+@pytest.mark.parametrize("branch, omega, alpha, other", [("semantic", "0.5", "1.0", "positional"),
+                                                         ("semantic", "0.5", "0.8", "positional"),
+                                                         ("positional", "0.1", "2.35", "semantic")])
+def test_cli_theory_cannot_tell_between_the_probes(branch, omega, alpha, other):
+    """Where the probes disagree the CLI does not say "no minimum" nor where gradient descent
+    goes: it says the state evolution cannot tell, and where gradient descent goes if it leaves
+    (at omega 0.5, alpha 1.0 the book's runs from Q* at d = 4000-8000 mostly stay semantic)."""
+    res, err = _theory_json("--branch", branch, "--omega", omega, "--alpha", alpha)
+    assert res["probes_agree"] is False and "no " + branch + " minimum" not in res["note"]
+    assert res["note"].startswith(f"the state evolution cannot tell whether there is a {branch} minimum here")
+    assert "may stay on it or leave for the " + other + " minimum" in res["note"]
+    assert res["note"] in " ".join(err.split()) and res["instead"]["branch"] == other
+    from attnlab.cli import main
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["theory", "--branch", branch, "--omega", omega, "--alpha", alpha]) == 0
+    assert "instead: {'branch': '" + other + "', 'm': " in text.getvalue() and "np.float64" not in text.getvalue()
+
+
+def test_cli_theory_is_quiet_where_both_probes_find_a_minimum():
+    res, err = _theory_json("--omega", "0.5", "--alpha", "1.3")
+    assert res["minimum"] is True and res["probes_agree"] is True
+    assert "note" not in res and "instead" not in res and "warning" not in err

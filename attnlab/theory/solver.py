@@ -151,6 +151,15 @@ class SEResult:
         there is nothing to probe (collapsed, not converged, or not pinned).
     stable : bool or None
         ``stability < 1``; ``None`` where ``stability`` is NaN.
+    stability_held : float
+        ``lambda_p`` by the other probe, ``basins="held"`` (each sample's proximal point kept in
+        its basin; :func:`~attnlab.theory.stability.pinned_eigenvalue`), computed when first read
+        (three descents over the quasi-Monte Carlo points, ~0.1 s); NaN where ``stability`` is.
+    probes_agree : bool or None
+        Both probes put the fixed point on the same side of 1. ``False``: the state evolution
+        cannot tell whether the point is a minimum of its branch (it lies between the two probes'
+        spinodals; book Chapter 6, "How sure is a spinodal?"); ``stable``, ``minimum`` and
+        ``status`` then follow the default probe. ``None`` where either is NaN.
     minimum : bool
         The fixed point is a minimum of the branch it claims: converged, on the branch (not
         collapsed) and not unstable (``stable`` is not ``False``).
@@ -197,6 +206,22 @@ class SEResult:
         from .stability import STABLE_BELOW
         return None if np.isnan(self.stability) else bool(self.stability < STABLE_BELOW)
 
+    @cached_property
+    def stability_held(self) -> float:
+        """``lambda_p`` with ``basins="held"`` (see the class docstring), computed when first read."""
+        if np.isnan(self.stability):
+            return float("nan")
+        from .stability import pinned_eigenvalue
+        return pinned_eigenvalue(self, basins="held")
+
+    @property
+    def probes_agree(self) -> bool | None:
+        """Both probes on the same side of 1 (see the class docstring); ``None`` where either is NaN."""
+        from .stability import STABLE_BELOW
+        if np.isnan(self.stability) or np.isnan(self.stability_held):
+            return None
+        return bool((self.stability < STABLE_BELOW) == (self.stability_held < STABLE_BELOW))
+
     @property
     def minimum(self) -> bool:
         """A minimum of the branch it claims: converged, on the branch, not unstable."""
@@ -215,15 +240,17 @@ class SEResult:
 
     def to_dict(self) -> dict:
         """JSON-serialisable summary (SE ``q, V`` plus the user-facing observables, and whether
-        the point is a minimum of its branch: ``stability``, ``stable``, ``minimum``, ``status``)."""
-        stability = self.stability
+        the point is a minimum of its branch: ``stability``, ``stable``, ``minimum``, ``status``, and
+        by the other probe: ``stability_held``, ``probes_agree``)."""
+        stability, held = self.stability, self.stability_held
         return dict(alpha=self.alpha, branch=self.branch, q=self.overlaps.q, m=self.m, V=self.overlaps.V,
                     theta=self.theta, qnorm=self.qnorm, eps_g=self.eps_g, eps_t=self.eps_t,
                     converged=self.converged, iterations=self.iterations, residual=self.residual,
                     qhat=self.hats.qhat, mhat=self.hats.mhat, Vhat=self.hats.Vhat, thetahat=self.hats.thetahat,
                     quadrature_error=self.quadrature_error, minimizer=self.minimizer, collapsed=self.collapsed,
                     on_branch=self.on_branch, stability=None if np.isnan(stability) else stability,
-                    stable=self.stable, minimum=self.minimum, status=self.status)
+                    stable=self.stable, minimum=self.minimum, status=self.status,
+                    stability_held=None if np.isnan(held) else held, probes_agree=self.probes_agree)
 
     @classmethod
     def failed(cls, params: ModelParams, alpha: float, branch: str, quad: Quadrature, minimizer: str) -> "SEResult":
