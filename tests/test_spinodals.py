@@ -35,6 +35,30 @@ def test_positional_spinodal_at_omega_zero():
     assert below.minimum and not above.minimum and above.status == "unstable"
 
 
+@pytest.mark.parametrize("branch, omega, default, held", [("semantic", 0.5, (1.0, 1.25), (0.7, 0.9)),
+                                                         ("positional", 0.1, (2.3, 2.6), (2.1, 2.4))])
+def test_held_probe_spinodal_where_its_eigenvalue_crosses_one(branch, omega, default, held):
+    """The held probe's spinodal (bisection along the followed branch) against a separate path:
+    fresh solves on a grid 0.05 apart around it and the held eigenvalue interpolated linearly
+    where it crosses 1 (book Chapter 6, "How sure is a spinodal?": semantic at omega 0.5 held
+    0.76 against 1.12, positional at omega 0.1 held 2.25 against 2.45, default rule)."""
+    P = ModelParams(omega=omega)
+    (s_default,), (s_held,) = ([e for iv in minimum_intervals(P, branch, **SEARCH, basins=b) for e in iv
+                                if SEARCH["alpha_min"] < e < SEARCH["alpha_max"]] for b in ("redescend", "held"))
+    assert default[0] < s_default < default[1] and held[0] < s_held < held[1]
+    grid = np.round(np.arange(held[0], held[1] + 1e-9, 0.05), 2)
+    lam = np.array([solve_state_evolution(P, float(a), branch, warn=False).stability_held for a in grid])
+    i = int(np.flatnonzero(np.diff(np.sign(lam - 1.0)))[0])
+    crossing = grid[i] + (1 - lam[i]) * (grid[i + 1] - grid[i]) / (lam[i + 1] - lam[i])
+    assert s_held == pytest.approx(crossing, rel=0.02)
+    assert find_spinodals(P, **SEARCH, basins="held").basins == "held"
+
+
+def test_spinodal_probe_must_be_named():
+    with pytest.raises(ValueError, match="basins"):
+        find_spinodals(ModelParams(), **SEARCH, basins="linear")
+
+
 @pytest.mark.parametrize("kw,name", [(dict(alpha_min=0.0), "alpha_min"), (dict(alpha_min=2.0, alpha_max=1.0), "alpha_max"),
                                      (dict(grid_points=2), "grid_points"), (dict(xtol=0.0), "xtol")])
 def test_bad_search_arguments_name_the_parameter(kw, name):

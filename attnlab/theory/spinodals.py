@@ -24,7 +24,7 @@ from ..params import DEFAULT_MINIMIZER, ModelParams, check_choice, check_in_rang
 from .branches import BranchFollower
 from .equations import Quadrature, check_quadrature, check_se_params
 
-__all__ = ["SPINODAL_ALPHA_MIN", "SPINODAL_ALPHA_MAX", "Spinodals", "minimum_indicator", "minimum_intervals",
+__all__ = ["SPINODAL_ALPHA_MIN", "SPINODAL_ALPHA_MAX", "SPINODAL_BASINS", "Spinodals", "minimum_indicator", "minimum_intervals",
            "find_spinodals"]
 
 #: The search interval of :func:`find_spinodals`: the positional branch of the default model
@@ -32,18 +32,25 @@ __all__ = ["SPINODAL_ALPHA_MIN", "SPINODAL_ALPHA_MAX", "Spinodals", "minimum_ind
 SPINODAL_ALPHA_MIN, SPINODAL_ALPHA_MAX = 0.05, 20.0
 
 
-def minimum_indicator(result) -> float:
+#: The stability probes a spinodal can be found with (:func:`~attnlab.theory.stability.pinned_eigenvalue`).
+SPINODAL_BASINS = ("redescend", "held")
+
+
+def minimum_indicator(result, basins: str = "redescend") -> float:
     """``lambda_p - 1`` where ``result`` is on its branch (negative: a minimum), ``+1`` where the
-    branch does not exist there (collapsed, off the branch, not converged, NaN eigenvalue)."""
+    branch does not exist there (collapsed, off the branch, not converged, NaN eigenvalue);
+    ``lambda_p`` by the probe ``basins`` (``SEResult.stability`` or ``.stability_held``)."""
+    check_choice("basins", basins, SPINODAL_BASINS)
     if not (result.converged and result.on_branch and not result.collapsed):
         return 1.0
-    lam = result.stability
+    lam = result.stability if basins == "redescend" else result.stability_held
     return 1.0 if np.isnan(lam) else float(lam - 1.0)
 
 
 def minimum_intervals(params: ModelParams, branch: str, *, alpha_min: float = SPINODAL_ALPHA_MIN,
                       alpha_max: float = SPINODAL_ALPHA_MAX, grid_points: int = 16, xtol: float = 1e-2,
-                      quad: Quadrature | None = None, minimizer: str | None = None) -> list[tuple[float, float]]:
+                      quad: Quadrature | None = None, minimizer: str | None = None,
+                      basins: str = "redescend") -> list[tuple[float, float]]:
     """The intervals of ``alpha`` in ``[alpha_min, alpha_max]`` where ``branch`` is a minimum.
 
     Parameters
@@ -59,6 +66,11 @@ def minimum_intervals(params: ModelParams, branch: str, *, alpha_min: float = SP
         Relative width to which each end is bisected, in ``(0, 0.5]``.
     quad : Quadrature, optional
     minimizer : {"followed", "global"}, optional
+    basins : {"redescend", "held"}
+        The stability probe (:func:`~attnlab.theory.stability.pinned_eigenvalue`): the default
+        one, or the one that keeps each sample's proximal point in its basin. Between the two
+        probes' ends the state evolution cannot tell whether the minimum exists (book Chapter 6,
+        "How sure is a spinodal?").
 
     Returns
     -------
@@ -67,6 +79,7 @@ def minimum_intervals(params: ModelParams, branch: str, *, alpha_min: float = SP
     """
     check_se_params(params)
     check_choice("branch", branch, ("semantic", "positional"))
+    check_choice("basins", basins, SPINODAL_BASINS)
     alpha_min = check_in_range("alpha_min", alpha_min, 0.0, 1e4, open_lo=True)
     alpha_max = check_in_range("alpha_max", alpha_max, alpha_min, 1e4, open_lo=True)
     grid_points = check_int("grid_points", grid_points, 3)
@@ -75,7 +88,7 @@ def minimum_intervals(params: ModelParams, branch: str, *, alpha_min: float = SP
     grid = np.geomspace(alpha_min, alpha_max, grid_points)
     # the semantic branch is found from above (it is the attractor at large alpha), the positional from below
     order = grid[::-1] if branch == "semantic" else grid
-    g = {float(a): minimum_indicator(follow(float(a))) for a in order}
+    g = {float(a): minimum_indicator(follow(float(a)), basins) for a in order}
     ends = []
     for lo, hi in zip(grid[:-1], grid[1:]):
         lo, hi = float(lo), float(hi)
@@ -84,7 +97,7 @@ def minimum_intervals(params: ModelParams, branch: str, *, alpha_min: float = SP
         inside_lo = g[lo] < 0
         while hi / lo - 1 > xtol:
             mid = float(np.sqrt(lo * hi))
-            if (minimum_indicator(follow(mid)) < 0) == inside_lo:
+            if (minimum_indicator(follow(mid), basins) < 0) == inside_lo:
                 lo = mid
             else:
                 hi = mid
@@ -111,6 +124,8 @@ class Spinodals:
         :func:`minimum_intervals` of each branch.
     alpha_min, alpha_max, xtol : float
     minimizer : str
+    basins : str
+        The stability probe (:data:`SPINODAL_BASINS`).
     """
 
     omega: float
@@ -124,6 +139,7 @@ class Spinodals:
     alpha_max: float = SPINODAL_ALPHA_MAX
     xtol: float = 1e-2
     minimizer: str = DEFAULT_MINIMIZER
+    basins: str = "redescend"
 
     def to_dict(self) -> dict:
         """JSON-serialisable (intervals as lists of pairs)."""
@@ -132,7 +148,8 @@ class Spinodals:
 
 def find_spinodals(params: ModelParams, *, alpha_min: float = SPINODAL_ALPHA_MIN,
                    alpha_max: float = SPINODAL_ALPHA_MAX, grid_points: int = 16, xtol: float = 1e-2,
-                   quad: Quadrature | None = None, minimizer: str | None = None) -> Spinodals:
+                   quad: Quadrature | None = None, minimizer: str | None = None,
+                   basins: str = "redescend") -> Spinodals:
     """Both branches' spinodals (:func:`minimum_intervals`; arguments as there).
 
     Returns
@@ -140,11 +157,11 @@ def find_spinodals(params: ModelParams, *, alpha_min: float = SPINODAL_ALPHA_MIN
     Spinodals
     """
     kw = dict(alpha_min=alpha_min, alpha_max=alpha_max, grid_points=grid_points, xtol=xtol, quad=quad,
-              minimizer=minimizer)
+              minimizer=minimizer, basins=basins)
     sem, pos = (minimum_intervals(params, b, **kw) for b in ("semantic", "positional"))
     top = sem[-1] if sem and sem[-1][1] >= alpha_max else None
     return Spinodals(omega=params.omega, sigma=params.sigma, lam=params.lam,
                      alpha_s_semantic=top[0] if top else float("nan"),
                      alpha_s_positional=pos[0][1] if pos and pos[0][1] < alpha_max else float("nan"),
                      semantic=sem, positional=pos, alpha_min=alpha_min, alpha_max=alpha_max, xtol=xtol,
-                     minimizer=minimizer or DEFAULT_MINIMIZER)
+                     minimizer=minimizer or DEFAULT_MINIMIZER, basins=basins)

@@ -9,7 +9,8 @@ and can recompute everything with ``FULL_SCALE = True``.
 Usage (from the repository root; about 1-2 minutes on two cores)::
 
     python book/_scripts/make_book_cache.py            # all tables
-    python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase, spinodals
+    python book/_scripts/make_book_cache.py curves     # one of: curves, asymmetric, phase, spinodals,
+                                                       # spinodals_held
 
 and, not part of "all tables" (gradient descent at d = 4000: response, response_theta about 15-30
 minutes each on two cores, response_sizes under a minute)::
@@ -107,13 +108,13 @@ def phase(name: str) -> None:
            "sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]", time.perf_counter() - t0)
 
 
-def _spinodal_row(params: attnlab.ModelParams) -> dict:
+def _spinodal_row(params: attnlab.ModelParams, basins: str = "redescend") -> dict:
     from attnlab.theory.spinodals import find_spinodals
-    s = find_spinodals(params, quad=fast_quadrature())
+    s = find_spinodals(params, quad=fast_quadrature(), basins=basins)
     row = dict(omega=params.omega, alpha_s_semantic=s.alpha_s_semantic, alpha_s_positional=s.alpha_s_positional,
                semantic_intervals=json.dumps(s.semantic), positional_intervals=json.dumps(s.positional),
                alpha_min=s.alpha_min, alpha_max=s.alpha_max, xtol=s.xtol, minimizer=s.minimizer,
-               sigma=params.sigma, **{"lambda": params.lam})
+               sigma=params.sigma, **{"lambda": params.lam}, basins=s.basins)
     print(row, flush=True)
     return row
 
@@ -121,13 +122,16 @@ def _spinodal_row(params: attnlab.ModelParams) -> dict:
 SPINODALS_TEXT = ("spinodals from find_spinodals (alpha in [0.05, 20], 16-point geometric grid, ends bisected to "
                   "1%) with the followed minimiser: above alpha_s_semantic the semantic minimum exists, below "
                   "alpha_s_positional the positional one (NaN: beyond 20); the intervals where each branch is a "
-                  "minimum (stable along its pinned overlap, attnlab.theory.stability)")
+                  "minimum (stable along its pinned overlap, attnlab.theory.stability); basins: the stability "
+                  "probe")
 
 
-def spinodals(name: str) -> None:
+def spinodals(name: str, basins: str = "redescend") -> None:
+    """The spinodals of the default model (``basins``: the stability probe, Chapter 6's "How sure
+    is a spinodal?")."""
     t0 = time.perf_counter()
-    rows = [_spinodal_row(attnlab.ModelParams(omega=omega)) for omega in OMEGAS]
-    _write(name, rows, SPINODALS_TEXT + "; sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]",
+    rows = [_spinodal_row(attnlab.ModelParams(omega=omega), basins) for omega in OMEGAS]
+    _write(name, rows, SPINODALS_TEXT + f" ({basins}); sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]",
            time.perf_counter() - t0)
 
 
@@ -710,12 +714,13 @@ def _usage(message: str) -> None:
     sys.exit(2)
 
 
-TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS,
+TABLES = ("curves", "asymmetric", "phase", "spinodals", "spinodals_held", "spinodals_sigma_lambda", *RESPONSES, "response_sizes", *EXITS,
           *FRESH, *THRESHOLDS)
 
 
 def main(argv: list[str]) -> None:
-    """Run the tables named in ``argv`` (default: curves, asymmetric, phase, spinodals).
+    """Run the tables named in ``argv`` (default: curves, asymmetric, phase, spinodals,
+    spinodals_held).
 
     With ``--verify`` (followed-sweep tables only, :func:`verify`): run the cheapest sweep of
     each case again and record whether it reproduces the table; exit status 1 where a row
@@ -728,7 +733,7 @@ def main(argv: list[str]) -> None:
     which = [a for a in argv if a not in ("--allow-dirty", "--verify")]
     unknown = [a for a in which if a not in TABLES]
     if unknown:
-        _usage(f"unknown table {unknown[0]!r}; choose from {', '.join(TABLES)} (or none for the default four)")
+        _usage(f"unknown table {unknown[0]!r}; choose from {', '.join(TABLES)} (or none for the default five)")
     checking = "--verify" in argv
     if checking and (not which or any(a not in EXITS for a in which)):
         _usage(f"--verify checks the followed sweeps: name one or more of {', '.join(EXITS)}")
@@ -742,7 +747,7 @@ def main(argv: list[str]) -> None:
         if differ:
             raise SystemExit(f"{len(differ)} rows differ from their tables:\n" + "\n".join(differ))
         return
-    todo = which or ["curves", "asymmetric", "phase", "spinodals"]
+    todo = which or ["curves", "asymmetric", "phase", "spinodals", "spinodals_held"]
     if "curves" in todo:
         curves("se_curves", attnlab.ModelParams(),
                "SE branches at omega = 0.3, sigma = 0.5, lambda = 0.01, default A, alpha = 0.1..2.0")
@@ -753,6 +758,8 @@ def main(argv: list[str]) -> None:
         phase("phase_diagram")
     if "spinodals" in todo:
         spinodals("spinodals")
+    if "spinodals_held" in todo:
+        spinodals("spinodals_held", basins="held")
     if "spinodals_sigma_lambda" in todo:
         spinodals_sigma_lambda("spinodals_sigma_lambda")
     for name in RESPONSES:
