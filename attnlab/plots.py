@@ -16,7 +16,7 @@ from .params import DEFAULT_A, DEFAULT_OMEGA
 __all__ = ["COLORS", "COLOR_WORDS", "MARKERS", "LINESTYLES", "DASHES", "plot_phase_diagram", "plot_gd_gap_map", "new_axes", "CMAPS", "plot_attention_matrix",
            "plot_branch_curves", "plot_points", "plot_linear_level", "mark_threshold",
            "plot_training_curves", "plot_branch_bars", "plot_gaussian_check", "plot_token_attention",
-           "attention_colorbar", "plot_spinodals", "plot_random_start", "D_STYLES", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
+           "attention_colorbar", "plot_spinodals", "plot_spinodal_probes", "plot_random_start", "D_STYLES", "INIT_KINDS", "START_NAMES", "INIT_LABELS", "LEAD_MIN", "on_branch_rows",
            "plot_simulation_runs", "plot_se_table",
            "plot_arbiter", "SWEEP_PANELS",
            "plot_sweep", "plot_phase_map", "plot_explorer_overview", "branch_crossing", "gap_map_point"]
@@ -123,22 +123,77 @@ def plot_spinodals(rows, ax=None, alpha_max=3.0):
     ax : matplotlib Axes
     """
     ax = new_axes(ax)
+    omega, edge, line = _spinodal_columns(rows, alpha_max)
+    left, right = edge["semantic"], edge["positional"]
+    ax.fill_betweenx(omega, left, right, where=np.isfinite(left) & (right > left), facecolor="none",
+                     edgecolor="0.35", hatch="//", linewidth=0.0, label="coexistence: both minima exist")
+    ax.plot(line["semantic"], omega, ":^", color=COLORS["semantic"], label=r"$\alpha_s$ semantic (semantic minimum appears)")
+    ax.plot(line["positional"], omega, "-.v", color=COLORS["positional"],
+            label=r"$\alpha_s$ positional (positional minimum ends)")
+    return ax
+
+
+def _spinodal_columns(rows, alpha_max: float) -> tuple:
+    """``omega`` (sorted), each branch's spinodal as an edge of a region (a semantic minimum that
+    exists down to the search's start: 0; a positional one that ends beyond ``alpha_max`` or
+    never: ``alpha_max``) and as a line (NaN in those two cases)."""
     cols = rows if isinstance(rows, dict) else {k: [r[k] for r in rows] for k in rows[0]}
     omega = np.asarray(cols["omega"], dtype=float)
     order = np.argsort(omega)
-    omega = omega[order]
     sem = np.asarray(cols["alpha_s_semantic"], dtype=float)[order]
     pos = np.asarray(cols["alpha_s_positional"], dtype=float)[order]
     low = np.asarray(cols["alpha_min"], dtype=float)[order] if "alpha_min" in cols else np.zeros_like(sem)
     everywhere = sem <= low * (1 + 1e-9)  # the semantic minimum exists down to the search's start
-    right = np.where(np.isfinite(pos), np.minimum(pos, alpha_max), alpha_max)
-    left = np.where(everywhere, 0.0, sem)
-    sem = np.where(everywhere, np.nan, sem)
-    ax.fill_betweenx(omega, left, right, where=np.isfinite(left) & (right > left), facecolor="none",
-                     edgecolor="0.35", hatch="//", linewidth=0.0, label="coexistence: both minima exist")
-    ax.plot(sem, omega, ":^", color=COLORS["semantic"], label=r"$\alpha_s$ semantic (semantic minimum appears)")
-    ax.plot(np.where(pos <= alpha_max, pos, np.nan), omega, "-.v", color=COLORS["positional"],
-            label=r"$\alpha_s$ positional (positional minimum ends)")
+    edge = {"semantic": np.where(everywhere, 0.0, sem),
+            "positional": np.where(np.isfinite(pos), np.minimum(pos, alpha_max), alpha_max)}
+    line = {"semantic": np.where(everywhere, np.nan, sem), "positional": np.where(pos <= alpha_max, pos, np.nan)}
+    return omega[order], edge, line
+
+
+def plot_spinodal_probes(default, held, ax=None, alpha_max=3.0):
+    """Each branch's spinodal by both stability probes, and the band between them.
+
+    Between the default (``basins="redescend"``) and the held probe's spinodal the state
+    evolution cannot tell whether the minimum exists (``SEResult.probes_agree`` is False there;
+    book Chapter 6, "How sure is a spinodal?").
+
+    Parameters
+    ----------
+    default, held : list of dict or dict of arrays
+        Rows of :func:`~attnlab.theory.spinodals.find_spinodals` at the same ``omega`` values
+        with ``basins="redescend"`` and ``"held"`` (``omega``, ``alpha_s_semantic``,
+        ``alpha_s_positional``, optionally ``alpha_min``; ``book/_data/spinodals.csv`` and
+        ``spinodals_held.csv``).
+    ax : matplotlib Axes, optional
+    alpha_max : float
+        Right edge: a positional spinodal beyond it (or NaN) is drawn at the edge.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ValueError
+        If ``default`` and ``held`` do not have the same ``omega`` values.
+    """
+    ax = new_axes(ax)
+    omega, edge, line = _spinodal_columns(default, alpha_max)
+    omega_h, edge_h, line_h = _spinodal_columns(held, alpha_max)
+    if omega.shape != omega_h.shape or not np.allclose(omega, omega_h):
+        raise ValueError(f"default and held must have the same omega values, got {omega.tolist()} and "
+                         f"{omega_h.tolist()}")
+    for b, what in (("semantic", "appears"), ("positional", "ends")):
+        lo, hi = np.minimum(edge[b], edge_h[b]), np.maximum(edge[b], edge_h[b])
+        ax.fill_betweenx(omega, lo, hi, where=hi > lo, color=COLORS[b], alpha=0.25, linewidth=0.0,
+                         label=f"{b}: the probes disagree (cannot tell)")
+        ax.plot(line[b], omega, LINESTYLES[b], marker=MARKERS[b], color=COLORS[b],
+                label=rf"$\alpha_s$ {b} ({what}), default probe")
+        ax.plot(line_h[b], omega, ":", marker=MARKERS[b], mfc="white", color=COLORS[b],
+                label=rf"$\alpha_s$ {b} ({what}), held probe")
+    ax.set_xlim(0, alpha_max)
+    ax.set_xlabel(r"sample complexity $\alpha = n/d$")
+    ax.set_ylabel(r"positional weight $\omega$")
     return ax
 
 

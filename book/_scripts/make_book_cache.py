@@ -60,6 +60,8 @@ CODE_PATHS = ("attnlab", "book/_scripts")
 PROVENANCE: dict | None = None
 ALPHAS = [round(a, 2) for a in np.arange(0.1, 2.01, 0.1)]
 OMEGAS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
+#: The spinodals of the default model (both probes): every 0.05, to draw where the lines turn.
+SPINODAL_OMEGAS = [round(0.05 * i, 2) for i in range(11)]
 
 
 def _write(name: str, rows: list[dict], description: str, seconds: float, quadrature=None) -> None:
@@ -130,7 +132,7 @@ def spinodals(name: str, basins: str = "redescend") -> None:
     """The spinodals of the default model (``basins``: the stability probe, Chapter 6's "How sure
     is a spinodal?")."""
     t0 = time.perf_counter()
-    rows = [_spinodal_row(attnlab.ModelParams(omega=omega), basins) for omega in OMEGAS]
+    rows = [_spinodal_row(attnlab.ModelParams(omega=omega), basins) for omega in SPINODAL_OMEGAS]
     _write(name, rows, SPINODALS_TEXT + f" ({basins}); sigma = 0.5, lambda = 0.01, A = [[0.6, 0.4], [0.4, 0.6]]",
            time.perf_counter() - t0)
 
