@@ -78,6 +78,27 @@ def test_plot_spinodals_shades_the_coexistence_region():
     assert xs.min() == 0.0 and xs.max() == 3.0  # from 0 (semantic everywhere) to the edge (positional beyond)
 
 
+def test_plot_spinodal_probes_shades_only_where_the_probes_differ():
+    """The band between the two probes' lines: at omega 0 from the held probe's positional end to
+    the default one's; at omega 0.4 from 0 (held: semantic everywhere) to the default start; none
+    where they coincide (omega 0.3)."""
+    from attnlab.plots import plot_spinodal_probes
+    default = dict(omega=[0.0, 0.3, 0.4], alpha_s_semantic=[0.05, 0.05, 0.6], alpha_s_positional=[2.2, 2.8, np.nan],
+                   alpha_min=[0.05] * 3)
+    held = dict(default, alpha_s_semantic=[0.05, 0.05, 0.05], alpha_s_positional=[2.0, 2.8, np.nan])
+    ax = plot_spinodal_probes(default, held, alpha_max=3.0)
+    bands = {c.get_label().split(":")[0]: c for c in ax.collections if "disagree" in c.get_label()}
+    assert set(bands) == {"semantic", "positional"}
+    pos = np.concatenate([p.vertices for p in bands["positional"].get_paths()])
+    assert np.isclose(pos[:, 0].min(), 2.0) and np.isclose(pos[:, 0].max(), 2.2) and pos[:, 1].max() < 0.3 + 1e-9
+    sem = np.concatenate([p.vertices for p in bands["semantic"].get_paths()])
+    assert np.isclose(sem[:, 0].min(), 0.0) and np.isclose(sem[:, 0].max(), 0.6) and sem[:, 1].min() >= 0.3 - 1e-9
+    held_lines = [ln for ln in ax.get_lines() if "held probe" in ln.get_label()]
+    assert len(held_lines) == 2 and all(ln.get_linestyle() == ":" for ln in held_lines)
+    with pytest.raises(ValueError, match="same omega"):
+        plot_spinodal_probes(default, dict(held, omega=[0.0, 0.3, 0.5]))
+
+
 def test_explorer_grid_hides_points_that_are_no_minimum(tmp_path):
     """A grid row with stability >= 1 (written since issue 39) is not drawn (on_branch False:
     the explorers show NaN there, not a curve through a saddle); rows without the column are kept."""

@@ -40,7 +40,9 @@ Elsewhere they can differ: at omega 0.5, alpha 1.0 ``"redescend"`` gives 1.17, `
 (linear interpolation on a grid 0.1 apart, default rule); on the positional branch at omega
 0.1, ``"held"`` is 0.15-0.2 *higher* over alpha 2-2.6 and the positional minimum's end moves
 from 2.45 to 2.25. The state evolution here does not say which response gradient descent at
-large ``d`` has (book Chapter 6, "How sure is a spinodal?").
+large ``d`` has (book Chapter 6, "How sure is a spinodal?"); ``SEResult.stability_held`` and
+``SEResult.probes_agree`` report the held probe beside the default one, and ``attnlab theory``
+says where the two disagree that the state evolution cannot tell whether the point is a minimum.
 
 :func:`pinned_susceptibility` turns ``lambda_p`` into the response of the pinned overlap to a
 field, which :mod:`attnlab.curvature` measures at a gradient-descent minimum; book Chapter 6
