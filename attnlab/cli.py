@@ -164,7 +164,7 @@ def _cmd_theory(args) -> dict:
     res = solve_state_evolution(_params(args), args.alpha, args.branch, tol=tol,
                                 error_estimate=args.error_estimate, minimizer=args.minimizer)
     out = res.to_dict()
-    if res.converged and (not res.minimum or res.probes_agree is False):
+    if res.converged and res.minimum is not True:
         out.update(_instead(res, tol))
     return out
 
@@ -181,9 +181,10 @@ def _instead(res, tol) -> dict:
     why = ("the branch collapses to Q = 0" if res.collapsed else
            f"the fixed point is unstable along {along} "
            f"(eigenvalue {res.stability:.3g} > 1)" if res.status == "unstable" else "no fixed point on the branch")
-    if alt.minimum:
+    if alt.minimum is not False:  # a minimum, or one the state evolution cannot rule out either
         instead = dict(branch=other, **{k: float(getattr(alt, k)) for k in ('m', 'theta', 'qnorm', 'eps_g', 'eps_t')})
-        goes = f"the {other} minimum (m = {alt.m:.3g}, theta = {alt.theta:.3g})"
+        goes = f"the {other} minimum (m = {alt.m:.3g}, theta = {alt.theta:.3g}" + (
+            "; itself between the probes)" if alt.minimum is None else ")")
     elif res.collapsed:
         instead = dict(branch="collapsed", m=0.0, theta=0.0, qnorm=0.0, eps_g=float(res.eps_g), eps_t=float(res.eps_t))
         goes = "Q = 0 (uniform attention)"

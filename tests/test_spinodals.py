@@ -32,7 +32,8 @@ def test_positional_spinodal_at_omega_zero():
     assert s.alpha_s_semantic == SEARCH["alpha_min"]
     below, above = (solve_state_evolution(ModelParams(omega=0.0), a, "positional", warn=False)
                     for a in (0.97 * s.alpha_s_positional, 1.03 * s.alpha_s_positional))
-    assert below.minimum and not above.minimum and above.status == "unstable"
+    assert below.stable and above.minimum is False and above.status == "unstable"
+    assert below.status == "undecided"  # the held probe's end is at 2.0: below the default one, the probes disagree
 
 
 @pytest.mark.parametrize("branch, omega, default, held", [("semantic", 0.5, (1.0, 1.25), (0.7, 0.9)),

@@ -27,10 +27,15 @@ def test_semantic_fixed_point_unstable_along_m_where_gradient_descent_leaves():
     """omega 0.5, alpha 0.8: the pinned semantic fixed point has lambda_m ~ 1.4 > 1; omega 0.3:
     ~0.05 < 1. L-BFGS from Q* (after gradient descent's warm-up) at d = 500 leaves m ~ 0 in the
     first case (measured |m| = 0.26, the positional branch's 0.27) and stays semantic in the second
-    (|m| = 0.006, theta = 0.30; SE 0.32). (At d = 300 seed 0 ends mixed, |m| = 0.09.)"""
+    (|m| = 0.006, theta = 0.30; SE 0.32). (At d = 300 seed 0 ends mixed, |m| = 0.09.) The held probe
+    puts omega 0.5, alpha 0.8 just inside the band where the probes disagree (0.98 < 1): status
+    "undecided" there; at alpha 0.6 both probes find a saddle."""
     unstable = solve_state_evolution(P05, 0.8, "semantic", warn=False)
     stable = solve_state_evolution(P03, 0.8, "semantic", warn=False)
-    assert unstable.on_branch and unstable.stability > 1.2 and unstable.status == "unstable" and not unstable.minimum
+    assert unstable.on_branch and unstable.stability > 1.2 and unstable.stable is False
+    assert 0.9 < unstable.stability_held < 1 and unstable.status == "undecided" and unstable.minimum is None
+    saddle = solve_state_evolution(P05, 0.6, "semantic", warn=False)
+    assert saddle.stability_held > 1 and saddle.status == "unstable" and saddle.minimum is False
     assert stable.stability < 0.5 and stable.minimum and stable.status == "minimum"
     left = run_simulation(P05, 0.8, 500, init="semantic", seed=0, method="lbfgs", n_test=500, progress=False)
     stayed = run_simulation(P03, 0.8, 500, init="semantic", seed=0, method="lbfgs", n_test=500, progress=False)
@@ -118,12 +123,12 @@ def test_probes_disagree_only_between_their_spinodals(branch, omega, alphas):
     """Book Chapter 6, "How sure is a spinodal?": the semantic minimum at omega 0.5 starts at
     alpha 0.76 by the held probe and 1.12 by the default (redescend) one; the positional minimum
     at omega 0.1 ends at 2.25 (held) and 2.45 (redescend). Outside those bands the probes agree
-    (and differ across the band), inside it they do not, and status follows the default probe."""
+    (and differ across the band), inside it they do not: status "undecided", minimum None."""
     lo, mid, hi = (solve_state_evolution(P03.replace(omega=omega), a, branch, warn=False) for a in alphas)
     assert lo.probes_agree is True and hi.probes_agree is True and lo.stable != hi.stable
     assert mid.probes_agree is False and (mid.stability < 1) != (mid.stability_held < 1)
     assert mid.stability_held == pinned_eigenvalue(mid, basins="held")
-    assert mid.status == ("unstable" if mid.stability > 1 else "minimum")
+    assert mid.status == "undecided" and mid.minimum is None and {lo.minimum, hi.minimum} == {True, False}
     assert mid.to_dict()["probes_agree"] is False and mid.to_dict()["stability_held"] == mid.stability_held
 
 
@@ -136,6 +141,7 @@ def test_cli_theory_cannot_tell_between_the_probes(branch, omega, alpha, other):
     (at omega 0.5, alpha 1.0 the book's runs from Q* at d = 4000-8000 mostly stay semantic)."""
     res, err = _theory_json("--branch", branch, "--omega", omega, "--alpha", alpha)
     assert res["probes_agree"] is False and "no " + branch + " minimum" not in res["note"]
+    assert res["status"] == "undecided" and res["minimum"] is None
     assert res["note"].startswith(f"the state evolution cannot tell whether there is a {branch} minimum here")
     assert "may stay on it or leave for the " + other + " minimum" in res["note"]
     assert res["note"] in " ".join(err.split()) and res["instead"]["branch"] == other

@@ -158,14 +158,17 @@ class SEResult:
     probes_agree : bool or None
         Both probes put the fixed point on the same side of 1. ``False``: the state evolution
         cannot tell whether the point is a minimum of its branch (it lies between the two probes'
-        spinodals; book Chapter 6, "How sure is a spinodal?"); ``stable``, ``minimum`` and
-        ``status`` then follow the default probe. ``None`` where either is NaN.
-    minimum : bool
+        spinodals; book Chapter 6, "How sure is a spinodal?"): ``minimum`` is ``None`` and
+        ``status`` ``"undecided"`` there (``stable`` is the default probe's). ``None`` where
+        either is NaN.
+    minimum : bool or None
         The fixed point is a minimum of the branch it claims: converged, on the branch (not
-        collapsed) and not unstable (``stable`` is not ``False``).
+        collapsed) and stable by both probes (or by the default one where the held one has
+        nothing to probe); ``None`` where the probes disagree (``probes_agree`` is ``False``).
     status : str
-        ``"minimum"``, ``"unstable"`` (a saddle: the risk curves down along the pinned
-        overlap), ``"collapsed"`` (only ``Q = 0``), ``"off-branch"`` or ``"not converged"``.
+        ``"minimum"``, ``"unstable"`` (a saddle by both probes: the risk curves down along the
+        pinned overlap), ``"undecided"`` (the probes disagree), ``"collapsed"`` (only ``Q = 0``),
+        ``"off-branch"`` or ``"not converged"``.
     jacobian : ndarray, shape (k, k), or None
         Broyden's approximation of the Jacobian of the residual ``G(x) - x`` at the
         fixed point, in the solver's coordinates of the ``k`` free overlaps;
@@ -223,19 +226,27 @@ class SEResult:
         return bool((self.stability < STABLE_BELOW) == (self.stability_held < STABLE_BELOW))
 
     @property
-    def minimum(self) -> bool:
-        """A minimum of the branch it claims: converged, on the branch, not unstable."""
-        return bool(self.converged and self.on_branch and not self.collapsed and self.stable is not False)
+    def minimum(self) -> bool | None:
+        """A minimum of the branch it claims: converged, on the branch, stable; ``None`` where the
+        two probes disagree."""
+        if not (self.converged and self.on_branch and not self.collapsed):
+            return False
+        if self.probes_agree is False:
+            return None
+        return self.stable is not False
 
     @property
     def status(self) -> str:
-        """``"minimum"``, ``"unstable"``, ``"collapsed"``, ``"off-branch"`` or ``"not converged"``."""
+        """``"minimum"``, ``"unstable"``, ``"undecided"``, ``"collapsed"``, ``"off-branch"`` or
+        ``"not converged"``."""
         if not self.converged:
             return "not converged"
         if self.collapsed:
             return "collapsed"
         if not self.on_branch:
             return "off-branch"
+        if self.probes_agree is False:
+            return "undecided"
         return "unstable" if self.stable is False else "minimum"
 
     def to_dict(self) -> dict:
