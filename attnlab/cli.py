@@ -183,23 +183,27 @@ def _instead(res, tol) -> dict:
            f"(eigenvalue {res.stability:.3g} > 1)" if res.status == "unstable" else "no fixed point on the branch")
     if alt.minimum is not False:  # a minimum, or one the state evolution cannot rule out either
         instead = dict(branch=other, **{k: float(getattr(alt, k)) for k in ('m', 'theta', 'qnorm', 'eps_g', 'eps_t')})
-        goes = f"the {other} minimum (m = {alt.m:.3g}, theta = {alt.theta:.3g}" + (
-            "; itself between the probes)" if alt.minimum is None else ")")
+        goes = f"the {other} {'minimum' if alt.minimum else 'fixed point'} (m = {alt.m:.3g}, theta = {alt.theta:.3g}" + (
+            ", whose own stability the state evolution cannot decide either)" if alt.minimum is None else ")")
     elif res.collapsed:
         instead = dict(branch="collapsed", m=0.0, theta=0.0, qnorm=0.0, eps_g=float(res.eps_g), eps_t=float(res.eps_t))
         goes = "Q = 0 (uniform attention)"
     else:
         instead, goes = None, None
+    # the global prox describes the paper's global minimum, not where gradient descent goes
+    to = "gradient descent goes to" if res.minimizer != "global" else "the other branch has"
     if res.probes_agree is False:  # between the probes' spinodals: the theory cannot tell
         by = {True: "a minimum", False: "unstable"}
+        seen = {"semantic": "at omega 0.5 its runs at d = 4000-8000 leave inside the band",
+                "positional": "its runs at d = 4000-6000 stay up to about the default probe's end"}[res.branch]
         note = (f"the state evolution cannot tell whether there is a {res.branch} minimum here: along {along} "
                 f"its fixed point is {by[res.stable]} by the default probe (eigenvalue {res.stability:.3g}) "
                 f"and {by[not res.stable]} by the held probe ({res.stability_held:.3g}); gradient descent may "
                 f"stay on it or leave" + (f" for {goes}" if goes else "") +
-                " (book Chapter 6, 'How sure is a spinodal?')")
+                f" (book Chapter 6, 'How sure is a spinodal?'; gradient descent: {seen})")
     else:
         note = f"no {res.branch} minimum here: {why}; " + (
-            f"gradient descent goes to {goes}" if goes else f"the {other} branch is no minimum either")
+            f"{to} {goes}" if goes else f"the {other} branch is no minimum either")
     warnings.warn(note, RuntimeWarning)
     return dict(note=note, instead=instead)
 
@@ -271,9 +275,11 @@ def _add_minimizer(p) -> None:
 def _add_state_evolution(sub) -> None:
     p = sub.add_parser("theory", help="state-evolution fixed point on a branch",
                        description="State-evolution fixed point on a branch, and whether it is a minimum there "
-                                   "(status: minimum, unstable, collapsed, off-branch, not converged; stability: "
-                                   "the eigenvalue of the pinned direction, a minimum below 1). Where it is no "
-                                   "minimum, 'note' says so and 'instead' gives where gradient descent goes.")
+                                   "(status: minimum, unstable, undecided, collapsed, off-branch, not converged; "
+                                   "stability: the eigenvalue of the pinned direction, a minimum below 1, by the "
+                                   "default probe; stability_held: by the held probe; undecided: the two probes "
+                                   "disagree). Where it is no minimum, or undecided, 'note' says so and 'instead' "
+                                   "gives the other branch's fixed point, where gradient descent goes if it leaves.")
     _add_model_arguments(p, state_evolution=True)
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d, in (0, 10000]")
     p.add_argument("--branch", choices=BRANCHES, default="semantic", help="branch to follow (default semantic)")

@@ -233,7 +233,7 @@ else if (x < ac) phase = phase_names.positional + " (α < α_c = " + ac.toFixed(
 else phase = phase_names.semantic + " (α ≥ α_c = " + ac.toFixed(3) + ")";
 let absent = "";
 for (const b of branches) if (!Number.isFinite(at_x(b, "eps_t")))
-  absent += "<br>No " + b + absent_note;
+  absent += "<br>The default stability test finds no " + b + absent_note;
 readout.text = "At α = " + x.toFixed(2) + ": phase " + phase + absent
   + "<br>training loss ε_t: semantic " + fmt(at_x("semantic", "eps_t"), 5) + ", positional " + fmt(at_x("positional", "eps_t"), 5)
   + "; test error ε_g: semantic " + fmt(at_x("semantic", "eps_g"), 5) + ", positional " + fmt(at_x("positional", "eps_g"), 5)
@@ -241,10 +241,11 @@ readout.text = "At α = " + x.toFixed(2) + ": phase " + phase + absent
 """
 
 
-#: The readout where a branch has no minimum at the slider's alpha (after "No semantic"): the grid
-#: records the default stability probe only, and near a spinodal the held one can disagree.
-ABSENT_NOTE = (" minimum here (by the default stability test its fixed point is unstable or absent at this α; "
-               "near the spinodal a second test can disagree: Chapter 6, “How sure is a spinodal?”).")
+#: The readout where a branch has no minimum at the slider's alpha (after "The default stability test
+#: finds no semantic"): the grid records the default stability probe only, and near a spinodal the
+#: held one can disagree (there the state evolution cannot tell; not marked in the explorers).
+ABSENT_NOTE = (" minimum here (its fixed point is unstable or absent at this α; near the spinodal a second "
+               "test can disagree: Chapter 6, “How sure is a spinodal?”).")
 
 
 def _phase_name(branch: str) -> str:
@@ -311,7 +312,8 @@ def _transition_readout(grid: ExplorerGrid, i: int, j: int, k: int, a: int) -> s
         phase = f"{_phase_name('positional')} (α < α_c = {ac:.3f})"
     else:
         phase = f"{_phase_name('semantic')} (α ≥ α_c = {ac:.3f})"
-    absent = "".join(f"<br>No {b}{ABSENT_NOTE}" for b in BRANCHES if not np.isfinite(at_x(b, "eps_t")))
+    absent = "".join(f"<br>The default stability test finds no {b}{ABSENT_NOTE}"
+                     for b in BRANCHES if not np.isfinite(at_x(b, "eps_t")))
     return (f"At α = {x:.2f}: phase {phase}{absent}"
             f"<br>training loss ε_t: semantic {fmt(at_x('semantic', 'eps_t'), 5)}, positional "
             f"{fmt(at_x('positional', 'eps_t'), 5)}; test error ε_g: semantic {fmt(at_x('semantic', 'eps_g'), 5)}, "

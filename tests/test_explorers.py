@@ -236,7 +236,7 @@ def test_transition_readout_says_where_a_branch_has_no_minimum():
     pinned overlap: issue 39), the readout says so in words, not only "n/a"."""
     g = load_explorer_grid(GRID_CSV)
     absent = _model(ex.transition_explorer(g, omega=0.3, sigma=0.4, lam=0.04, alpha=0.5), "readout").text
-    assert "No semantic minimum here" in absent and "No positional minimum here" in absent, absent
+    assert "finds no semantic minimum here" in absent and "finds no positional minimum here" in absent, absent
     present = _model(ex.transition_explorer(g, omega=0.3, sigma=0.5, lam=0.01, alpha=2.0), "readout").text
     assert "minimum here" not in present, present
 

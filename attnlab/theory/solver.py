@@ -166,9 +166,10 @@ class SEResult:
         collapsed) and stable by both probes (or by the default one where the held one has
         nothing to probe); ``None`` where the probes disagree (``probes_agree`` is ``False``).
     status : str
-        ``"minimum"``, ``"unstable"`` (a saddle by both probes: the risk curves down along the
-        pinned overlap), ``"undecided"`` (the probes disagree), ``"collapsed"`` (only ``Q = 0``),
-        ``"off-branch"`` or ``"not converged"``.
+        ``"minimum"``, ``"unstable"`` (a saddle: the risk curves down along the pinned overlap, by
+        the default probe and by the held one where it has something to probe), ``"undecided"``
+        (the probes disagree), ``"collapsed"`` (only ``Q = 0``), ``"off-branch"`` or
+        ``"not converged"``.
     jacobian : ndarray, shape (k, k), or None
         Broyden's approximation of the Jacobian of the residual ``G(x) - x`` at the
         fixed point, in the solver's coordinates of the ``k`` free overlaps;
