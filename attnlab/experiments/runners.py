@@ -219,9 +219,10 @@ def run_theory_spec(spec: Mapping) -> list[dict]:
     * ``"se-curve"``: fixed points on ``spec["branch"]`` at ``spec["alphas"]``
       (:func:`attnlab.theory.se_curve`, warm-started along the curve); one row
       per ``alpha`` with ``m, theta, qnorm, eps_t, eps_g, eps_g_linear,
-      converged, residual, iterations, stability`` (the eigenvalue of the pinned direction,
-      ``SEResult.stability``: at 1 or above the point is no minimum; not
-      counted in ``task_seconds``) (a point where the solver fails is a
+      converged, residual, iterations, stability, stability_held`` (the eigenvalue of the pinned
+      direction by the default and the held probe, ``SEResult.stability`` and ``.stability_held``:
+      at 1 or above the point is no minimum by that probe; where they disagree the state evolution
+      cannot tell; not counted in ``task_seconds``) (a point where the solver fails is a
       row with ``converged = False`` and NaN values, not a lost curve);
     * ``"transition"``: :func:`attnlab.theory.find_transition`; one row with
       ``alpha_c, alpha_l, eps_g_linear, xtol, alpha_max``.
@@ -250,7 +251,7 @@ def run_theory_spec(spec: Mapping) -> list[dict]:
             return [dict(base, minimizer=r.minimizer, branch=spec["branch"], alpha=r.alpha, m=r.m, theta=r.theta,
                          qnorm=r.qnorm, eps_t=r.eps_t, eps_g=r.eps_g, eps_g_linear=lin, converged=bool(r.converged),
                          residual=r.residual, iterations=r.iterations, task_seconds=secs,
-                         stability=r.stability) for r in curve]
+                         stability=r.stability, stability_held=r.stability_held) for r in curve]
         if spec["kind"] == "transition":
             tr = find_transition(params, alpha_max=spec["alpha_max"], xtol=spec["xtol"], minimizer=minimizer)
             return [dict(base, alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, eps_g_linear=tr.eps_g_linear, xtol=tr.xtol,
