@@ -91,9 +91,12 @@ class ExplorerGrid:
         ``m, theta, qnorm, eps_t, eps_g`` (NaN where the solver failed) and the
         booleans ``converged`` and ``on_branch`` (converged with lead overlap
         ``m`` resp. ``theta`` above ``1e-6`` and not unstable, ``stability < 1`` or unknown:
-        the branch's minimum exists there), and ``stability``
-        (``SEResult.stability``; NaN in rows written before it was recorded). Branch
-        axis in the order of :data:`attnlab.params.BRANCHES`.
+        the branch's minimum exists there), ``stability`` and ``stability_held``
+        (``SEResult.stability``, ``.stability_held``; NaN in rows written before they were
+        recorded) and the boolean ``undecided`` (a fixed point on its branch where the two
+        probes disagree: the state evolution cannot tell whether it is a minimum; such a point
+        is drawn or not by the default probe). Branch axis in the order of
+        :data:`attnlab.params.BRANCHES`.
     eps_g_linear : ndarray, shape (n_omega, n_sigma, n_lam)
         Test error of the linear positional baseline.
     alpha_c, alpha_l : ndarray, shape (n_omega_dense, n_sigma, n_lam)
@@ -174,7 +177,7 @@ def load_explorer_grid(path=None) -> ExplorerGrid:
     omegas, sigmas, lams, alphas = axes
     shape = tuple(len(a) for a in axes[:3]) + (len(BRANCHES), len(alphas))
     filled = np.zeros(shape, bool)
-    curves = {k: np.full(shape, np.nan) for k in CURVE_FIELDS + ("stability",)}
+    curves = {k: np.full(shape, np.nan) for k in CURVE_FIELDS + ("stability", "stability_held")}
     curves["converged"] = np.zeros(shape, bool)
     eps_lin = np.full(shape[:3], np.nan)
     for r in np.flatnonzero(curve):
@@ -184,8 +187,9 @@ def load_explorer_grid(path=None) -> ExplorerGrid:
         filled[at] = True
         for f in CURVE_FIELDS:
             curves[f][at] = cols[f][r]
-        if "stability" in cols:  # (rows written since issue 39; NaN before)
-            curves["stability"][at] = cols["stability"][r]
+        for probe in ("stability", "stability_held"):  # (rows written since issue 39; NaN before)
+            if probe in cols:
+                curves[probe][at] = cols[probe][r]
         curves["converged"][at] = str(cols["converged"][r]) == "True"  # a text column where thresholds leave it empty
         eps_lin[i, j, k] = cols["eps_g_linear"][r]
     if not filled.all():
@@ -193,6 +197,9 @@ def load_explorer_grid(path=None) -> ExplorerGrid:
                                   "missing; run `attnlab reproduce explorer-grid` to finish it")
     lead = np.stack([curves["theta" if b == "semantic" else "m"][..., i, :] for i, b in enumerate(BRANCHES)], axis=-2)
     curves["on_branch"] = curves["converged"] & (np.nan_to_num(lead) > 1e-6)
+    stab, held = curves["stability"], curves["stability_held"]
+    curves["undecided"] = (curves["on_branch"] & np.isfinite(stab) & np.isfinite(held)
+                           & ((stab < 1.0) != (held < 1.0)))
     # a fixed point unstable along its pinned overlap (stability >= 1) is no minimum there: not shown
     curves["on_branch"] &= ~(curves["stability"] >= 1.0)
     tr = cols["kind"] == "transition"

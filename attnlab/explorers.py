@@ -232,8 +232,10 @@ if (!Number.isFinite(ac)) phase = no_crossing[(i * shape[1] + j) * shape[2] + k]
 else if (x < ac) phase = phase_names.positional + " (α < α_c = " + ac.toFixed(3) + ")";
 else phase = phase_names.semantic + " (α ≥ α_c = " + ac.toFixed(3) + ")";
 let absent = "";
-for (const b of branches) if (!Number.isFinite(at_x(b, "eps_t")))
-  absent += "<br>The default stability test finds no " + b + absent_note;
+for (const [b, name] of branches.entries()) {
+  if (undecided[at(b) + ia]) absent += "<br>The state evolution cannot tell whether there is a " + name + undecided_note;
+  else if (!Number.isFinite(at_x(name, "eps_t"))) absent += "<br>The default stability test finds no " + name + absent_note;
+}
 readout.text = "At α = " + x.toFixed(2) + ": phase " + phase + absent
   + "<br>training loss ε_t: semantic " + fmt(at_x("semantic", "eps_t"), 5) + ", positional " + fmt(at_x("positional", "eps_t"), 5)
   + "; test error ε_g: semantic " + fmt(at_x("semantic", "eps_g"), 5) + ", positional " + fmt(at_x("positional", "eps_g"), 5)
@@ -241,11 +243,12 @@ readout.text = "At α = " + x.toFixed(2) + ": phase " + phase + absent
 """
 
 
-#: The readout where a branch has no minimum at the slider's alpha (after "The default stability test
-#: finds no semantic"): the grid records the default stability probe only, and near a spinodal the
-#: held one can disagree (there the state evolution cannot tell; not marked in the explorers).
-ABSENT_NOTE = (" minimum here (its fixed point is unstable or absent at this α; near the spinodal a second "
-               "test can disagree: Chapter 6, “How sure is a spinodal?”).")
+#: The readout where a branch has no minimum at the slider's alpha by the default stability probe
+#: (after "The default stability test finds no semantic"), and where the two probes disagree (after
+#: "The state evolution cannot tell whether there is a semantic"; the curve is drawn by the default one).
+ABSENT_NOTE = " minimum here (its fixed point is unstable or absent at this α)."
+UNDECIDED_NOTE = (" minimum here (its two stability tests disagree at this α: Chapter 6, “How sure is a "
+                  "spinodal?”).")
 
 
 def _phase_name(branch: str) -> str:
@@ -312,8 +315,12 @@ def _transition_readout(grid: ExplorerGrid, i: int, j: int, k: int, a: int) -> s
         phase = f"{_phase_name('positional')} (α < α_c = {ac:.3f})"
     else:
         phase = f"{_phase_name('semantic')} (α ≥ α_c = {ac:.3f})"
-    absent = "".join(f"<br>The default stability test finds no {b}{ABSENT_NOTE}"
-                     for b in BRANCHES if not np.isfinite(at_x(b, "eps_t")))
+    def note(b):
+        if grid.curves["undecided"][i, j, k, BRANCHES.index(b), a]:
+            return f"<br>The state evolution cannot tell whether there is a {b}{UNDECIDED_NOTE}"
+        return "" if np.isfinite(at_x(b, "eps_t")) else f"<br>The default stability test finds no {b}{ABSENT_NOTE}"
+
+    absent = "".join(note(b) for b in BRANCHES)
     return (f"At α = {x:.2f}: phase {phase}{absent}"
             f"<br>training loss ε_t: semantic {fmt(at_x('semantic', 'eps_t'), 5)}, positional "
             f"{fmt(at_x('positional', 'eps_t'), 5)}; test error ε_g: semantic {fmt(at_x('semantic', 'eps_g'), 5)}, "
@@ -354,7 +361,8 @@ def transition_explorer(grid: ExplorerGrid, *, omega: float = 0.3, sigma: float 
                  eps_g_linear=Span(location=0, dimension="width", line_color=COLORS["linear"], line_dash="dashed",
                                    line_width=1.5, name="eps_g_linear"))
     phases = dict(no_crossing=_phase_without_crossing(grid), phase_names={b: _phase_name(b) for b in BRANCHES},
-                  absent_note=ABSENT_NOTE)
+                  absent_note=ABSENT_NOTE, undecided_note=UNDECIDED_NOTE,
+                  undecided=grid.curves["undecided"].ravel().astype(int).tolist())
 
     def decorate(fig, f, items):
         if f == "eps_g":

@@ -241,6 +241,19 @@ def test_transition_readout_says_where_a_branch_has_no_minimum():
     assert "minimum here" not in present, present
 
 
+@pytest.mark.parametrize("omega, alpha, branch", [(0.5, 1.0, "semantic"), (0.1, 2.4, "positional")])
+def test_transition_readout_says_where_the_state_evolution_cannot_tell(omega, alpha, branch):
+    """Between the two probes' spinodals (book Chapter 6: semantic at omega 0.5 from 0.76 to 1.12,
+    positional at omega 0.1 from 2.25 to 2.45) the readout says that the state evolution cannot
+    tell, not that there is no minimum (issue 39); outside the bands it does not."""
+    g = load_explorer_grid(GRID_CSV)
+    text = _model(ex.transition_explorer(g, omega=omega, sigma=0.5, lam=0.01, alpha=alpha), "readout").text
+    assert f"cannot tell whether there is a {branch} minimum here" in text and "finds no " + branch not in text, text
+    assert g.curves["undecided"].any()
+    outside = _model(ex.transition_explorer(g, omega=0.5, sigma=0.5, lam=0.01, alpha=0.5), "readout").text
+    assert "cannot tell" not in outside and "finds no semantic minimum here" in outside, outside
+
+
 def test_transition_readout_in_javascript_is_the_one_of_python(tmp_path):
     """The slider callback, run in Node with plain objects for the Bokeh models, writes at
     every grid point (and three cursors) the readout that Python writes, naming the phase."""
